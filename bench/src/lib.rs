@@ -1,0 +1,1 @@
+//! Benchmarks of Human+ against the floor and the Python port.

@@ -1,0 +1,1 @@
+//! Canonical JSON (RFC 8785, JCS) for tool digests.

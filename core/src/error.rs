@@ -1,0 +1,733 @@
+//! The one error type of Human+, with the seeds' stable codes.
+//!
+//! Every failure the library raises on purpose is an [`Error`]. Its
+//! [`Error::code`] is a stable `lower_snake_case` string (the seeds' codes:
+//! `tool_refused`, `surface_unavailable`, `attachment_unauthorized`,
+//! `surface_changed_under_you`, `conflict_detection_unavailable`, ...), so a
+//! caller can branch on it without matching on the Rust enum, and a CLI can
+//! print it.
+//!
+//! No message produced here ever contains the relay token: the token is held
+//! only by [`crate::SurfaceInvitation`], whose `Debug` redacts it, and every
+//! free-form text that crosses in from a runtime goes through
+//! [`redact_text`].
+
+use std::fmt;
+
+use crate::attachment::AttachmentState;
+use crate::revision::SurfaceRevision;
+
+/// Everything that can go wrong in Human+.
+///
+/// ```
+/// use human_plus_core::{Error, ToolRefusal};
+///
+/// let e = Error::ToolRefused(ToolRefusal::NotOffered("sheet_erase".into()));
+/// assert_eq!(e.code(), "tool_refused");
+/// assert_eq!(e.to_string(), "Human+ tool [sheet_erase] is not trusted or was not offered.");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The invitation failed validation when it was built.
+    #[error("{0}")]
+    InvalidInvitation(InvitationError),
+    /// The owner was empty (after trimming ASCII whitespace).
+    #[error("Human+ owner must be a nonempty string or expose key(): string.")]
+    InvalidOwner,
+    /// An attachment record was built with an empty or malformed id or
+    /// client id.
+    #[error("Human+ attachment needs a non-empty id and client id of ASCII letters, digits, '_', '-', '.' or ':'.")]
+    InvalidAttachment,
+    /// No attachment is stored under this id.
+    #[error("Human+ attachment does not exist.")]
+    AttachmentMissing,
+    /// The attachment belongs to another owner, or the relay answered 401.
+    #[error("{0}")]
+    AttachmentUnauthorized(Unauthorized),
+    /// The attachment is not `attached`; only `status` works on it.
+    #[error("Human+ attachment is [{0}]; create a new attachment to join another surface lifecycle.")]
+    NotAttached(AttachmentState),
+    /// Local trust refused a tool, or a result exceeded its byte budget.
+    #[error("{0}")]
+    ToolRefused(ToolRefusal),
+    /// The relay says the session is gone (HTTP 410 or `session_gone`).
+    #[error("The Fancy surface is gone; this attachment cannot resume.")]
+    SurfaceUnavailable,
+    /// The surface rejected the revision a call was pinned to; nothing was
+    /// applied. The message is written for a model to read.
+    #[error("{0}")]
+    SurfaceChangedUnderYou(SurfaceChangedUnderYou),
+    /// `require_revision` refused a call to a surface that never minted one.
+    #[error("{0}")]
+    ConflictDetectionUnavailable(ConflictDetectionUnavailable),
+    /// The wire-level signal that a pin was stale (HTTP 409 or a recognised
+    /// JSON-RPC error). Operations turn it into
+    /// [`Error::SurfaceChangedUnderYou`]; it only escapes from the lower
+    /// layers.
+    #[error("The Fancy surface rejected the revision this call was pinned to.")]
+    RevisionRejected,
+    /// The local egress policy refused the relay URL or its addresses
+    /// before a byte left.
+    #[error("{0}")]
+    EgressRefused(EgressRefusal),
+    /// The tool ran and reported failure (`isError: true`). The message is
+    /// the framed, untrusted text of the result.
+    #[error("{framed}")]
+    ToolFailed {
+        /// The result text, framed by the [`crate::ResultGuard`].
+        framed: String,
+    },
+    /// The surface answered with a JSON-RPC error. Its message is bounded
+    /// and framed like a result, never passed on raw.
+    #[error("{0}")]
+    SurfaceError(SurfaceError),
+    /// The relay answered with an HTTP status that means nothing more
+    /// specific (3xx, 404, 5xx, ...).
+    #[error("Fancy relay failed with HTTP {status}.")]
+    RelayFailed {
+        /// The HTTP status code.
+        status: u16,
+    },
+    /// The relay or the surface broke the protocol.
+    #[error("{0}")]
+    Protocol(ProtocolError),
+    /// A revision marker was empty or longer than 512 bytes.
+    #[error("{0}")]
+    InvalidRevision(RevisionError),
+    /// The exchange did not complete before its timeout.
+    #[error("Fancy relay did not deliver the correlated response before the exchange timed out.")]
+    Timeout,
+    /// The runtime could not move bytes (DNS, connect, TLS, proxy, I/O).
+    #[error("{0}")]
+    Transport(TransportError),
+    /// Another worker changed the attachment since it was loaded.
+    #[error("Human+ attachment changed while this worker was acting.")]
+    StoreConflict {
+        /// The generation this worker expected.
+        expected: Option<u64>,
+        /// The generation that was found.
+        found: Option<u64>,
+    },
+    /// The attachment store failed (I/O, lock wait, decryption).
+    #[error("{0}")]
+    Store(StoreError),
+}
+
+impl Error {
+    /// The stable `lower_snake_case` code of this error.
+    ///
+    /// ```
+    /// assert_eq!(human_plus_core::Error::SurfaceUnavailable.code(), "surface_unavailable");
+    /// ```
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidInvitation(_) => "invalid_invitation",
+            Error::InvalidOwner => "invalid_owner",
+            Error::InvalidAttachment => "invalid_attachment",
+            Error::AttachmentMissing => "attachment_missing",
+            Error::AttachmentUnauthorized(_) => "attachment_unauthorized",
+            Error::NotAttached(_) => "attachment_not_attached",
+            Error::ToolRefused(_) => "tool_refused",
+            Error::SurfaceUnavailable => "surface_unavailable",
+            Error::SurfaceChangedUnderYou(_) => "surface_changed_under_you",
+            Error::ConflictDetectionUnavailable(_) => "conflict_detection_unavailable",
+            Error::RevisionRejected => "surface_revision_rejected",
+            Error::EgressRefused(_) => "egress_refused",
+            Error::ToolFailed { .. } => "tool_error",
+            Error::SurfaceError(_) => "surface_error",
+            Error::RelayFailed { .. } => "relay_failed",
+            Error::Protocol(_) => "protocol_error",
+            Error::InvalidRevision(_) => "invalid_revision",
+            Error::Timeout => "timeout",
+            Error::Transport(_) => "transport_failed",
+            Error::StoreConflict { .. } => "store_conflict",
+            Error::Store(_) => "store_failed",
+        }
+    }
+
+    /// True for the two terminal relay answers (410 and 401), after which
+    /// the attachment can never be used again.
+    #[must_use]
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Error::SurfaceUnavailable | Error::AttachmentUnauthorized(Unauthorized::Relay)
+        )
+    }
+}
+
+/// Why an invitation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvitationError {
+    /// The relay URL is not an absolute `https://` URL (or an allowed
+    /// loopback `http://` URL).
+    #[error("A Human+ invitation requires an absolute HTTPS relay URL.")]
+    RelayUrl,
+    /// The session id does not match `[A-Za-z0-9_-]{4,64}`.
+    #[error("Human+ relay session id is malformed.")]
+    SessionId,
+    /// The token is shorter than 16 bytes.
+    #[error("Human+ relay token is too short.")]
+    TokenTooShort,
+}
+
+/// Why an attachment is unauthorized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unauthorized {
+    /// The owner presented is not the owner that attached.
+    #[error("Human+ attachment does not belong to this owner.")]
+    Owner,
+    /// The relay answered 401 (a wrong or revoked token).
+    #[error("The Fancy surface attachment is unauthorized.")]
+    Relay,
+}
+
+/// Why local trust refused a tool (or a result).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolRefusal {
+    /// The policy is `undeclared`; discovery was never sent.
+    #[error("Human+ surface trust is undeclared; no discovery request was sent.")]
+    Undeclared,
+    /// The policy allows an empty list.
+    #[error("Human+ surface trust declares an empty allowlist.")]
+    EmptyAllowlist,
+    /// The name is not `[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}`.
+    #[error("Human+ tool name [{}] is not a well-formed tool name.", printable(.0))]
+    MalformedName(String),
+    /// The name is a confirmation tool reserved for the human.
+    #[error("Human+ tool [{}] is reserved for the human confirmation surface.", printable(.0))]
+    Reserved(String),
+    /// The name is not in the allowlist.
+    #[error("Human+ tool [{}] is not allowed.", printable(.0))]
+    NotAllowed(String),
+    /// The definition's digest does not match its pin.
+    #[error("Human+ tool definition pin changed for [{}].", printable(.0))]
+    PinChanged(String),
+    /// The tool was refused or the surface did not list it.
+    #[error("Human+ tool [{}] is not trusted or was not offered.", printable(.0))]
+    NotOffered(String),
+    /// A result exceeded the guard's byte budget; it was refused, not
+    /// truncated.
+    #[error("Human+ tool result exceeds the declared byte budget.")]
+    OverBudget {
+        /// The size of the refused text in bytes.
+        size: usize,
+        /// The budget in bytes.
+        limit: usize,
+    },
+}
+
+/// Renders an untrusted name with control and invisible characters escaped,
+/// so an error message can be read (and logged) safely.
+fn printable(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_control() || crate::trust::is_invisible(c) && c != ' ' {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The refusal a model reads when its pinned call met a newer surface.
+///
+/// The text is the reference's, exactly: it names the tool, the revision the
+/// agent was working from and the one thing it must not do.
+///
+/// ```
+/// use human_plus_core::{SurfaceChangedUnderYou, SurfaceRevision};
+///
+/// let pinned = SurfaceRevision::observed("r1", "sheet_read").unwrap();
+/// let refusal = SurfaceChangedUnderYou::new("sheet_set_cell", Some(pinned));
+/// let text = refusal.to_string();
+/// assert!(text.starts_with("The surface changed while you were working on it, so `sheet_set_cell` was NOT applied."));
+/// assert!(text.contains("at revision r1, observed when you called `sheet_read`."));
+/// assert!(text.contains("Do not simply repeat `sheet_set_cell`"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurfaceChangedUnderYou {
+    tool: String,
+    pinned: Option<SurfaceRevision>,
+}
+
+impl SurfaceChangedUnderYou {
+    /// A refusal of `tool`, which was pinned to `pinned` (or to nothing).
+    #[must_use]
+    pub fn new(tool: impl Into<String>, pinned: Option<SurfaceRevision>) -> Self {
+        SurfaceChangedUnderYou {
+            tool: tool.into(),
+            pinned,
+        }
+    }
+
+    /// The tool whose call was not applied.
+    #[must_use]
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The revision the refused call was pinned to, if any.
+    #[must_use]
+    pub fn pinned(&self) -> Option<&SurfaceRevision> {
+        self.pinned.as_ref()
+    }
+
+    /// The stable code, `surface_changed_under_you`.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        "surface_changed_under_you"
+    }
+}
+
+impl fmt::Display for SurfaceChangedUnderYou {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tool = printable(&self.tool);
+        write!(
+            f,
+            "The surface changed while you were working on it, so `{tool}` was NOT applied.\n\n"
+        )?;
+        match &self.pinned {
+            Some(rev) => write!(
+                f,
+                "You were working from the surface as it looked at revision {}, observed when you called `{}`.",
+                printable(rev.token()),
+                printable(rev.observed_from())
+            )?,
+            None => f.write_str(
+                "You were working from a surface state whose revision was never recorded.",
+            )?,
+        }
+        write!(
+            f,
+            " Someone else \u{2014} a person editing the same surface, or another participant \u{2014} has committed a change since then.\n\n\
+             Nothing was written and nothing was lost. Read the surface again before deciding what to do: the change may already have done what you intended, may conflict with it, or may be unrelated. Do not simply repeat `{tool}` with the same arguments \u{2014} that is how the other change gets overwritten, which is the outcome this refusal exists to prevent."
+        )
+    }
+}
+
+impl std::error::Error for SurfaceChangedUnderYou {}
+
+/// The `require_revision` refusal, with the reference's exact text.
+///
+/// ```
+/// use human_plus_core::ConflictDetectionUnavailable;
+///
+/// let e = ConflictDetectionUnavailable::new("sheet:one", "sheet_set_cell");
+/// assert!(e.to_string().starts_with(
+///     "The surface [sheet:one] has answered at least one call and has never supplied a revision marker, so `sheet_set_cell` was refused."
+/// ));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictDetectionUnavailable {
+    surface: String,
+    tool: String,
+}
+
+impl ConflictDetectionUnavailable {
+    /// The refusal of `tool` on `surface`.
+    #[must_use]
+    pub fn new(surface: impl Into<String>, tool: impl Into<String>) -> Self {
+        ConflictDetectionUnavailable {
+            surface: surface.into(),
+            tool: tool.into(),
+        }
+    }
+
+    /// The stable code, `conflict_detection_unavailable`.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        "conflict_detection_unavailable"
+    }
+}
+
+impl fmt::Display for ConflictDetectionUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "The surface [{}] has answered at least one call and has never supplied a revision marker, so `{}` was refused.\n\n\
+             Without a revision there is nothing to pin a write to: a person editing this surface at the same time would have their change overwritten, and neither they nor you would be told. This host is configured with `requireRevision: true`, which turns that silence into this refusal.\n\n\
+             To allow it, either have the surface mint a revision on its results and reject a stale one, or set `requireRevision: false` and accept that concurrent edits can be lost. The second is a real choice for a single-writer surface and a bad one for a shared canvas.",
+            printable(&self.surface),
+            printable(&self.tool)
+        )
+    }
+}
+
+impl std::error::Error for ConflictDetectionUnavailable {}
+
+/// A JSON-RPC error the surface answered with. The message is untrusted
+/// text, so it is bounded and framed by the [`crate::ResultGuard`] before it
+/// is stored here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurfaceError {
+    /// The error's `code`, rendered as text when it was a scalar.
+    pub code: Option<String>,
+    /// The framed message, or `None` when the surface sent none.
+    pub framed_message: Option<String>,
+}
+
+impl fmt::Display for SurfaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Fancy surface returned a JSON-RPC error")?;
+        if let Some(code) = &self.code {
+            write!(f, " [{}]", printable(code))?;
+        }
+        match &self.framed_message {
+            Some(m) => write!(f, ":\n{m}"),
+            None => f.write_str("."),
+        }
+    }
+}
+
+impl std::error::Error for SurfaceError {}
+
+/// The relay or the surface broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// A reply carried the request's id but was not a JSON-RPC response.
+    #[error("Fancy relay returned an uncorrelated JSON-RPC response.")]
+    Uncorrelated,
+    /// `result` was missing or not an object.
+    #[error("Fancy surface returned a malformed JSON-RPC result.")]
+    MalformedResult,
+    /// `result.tools` was not a list.
+    #[error("Fancy surface returned a malformed tools/list result.")]
+    MalformedToolsList,
+    /// A listed tool had no usable name.
+    #[error("Human+ surface returned a tool without a usable name.")]
+    ToolWithoutName,
+    /// A listed tool's `inputSchema` was not an object.
+    #[error("Human+ surface returned a malformed tool schema.")]
+    MalformedToolSchema,
+    /// `tools/list` kept paging past the limit.
+    #[error("Fancy surface listed more than {0} pages of tools.")]
+    TooManyPages(usize),
+    /// The surface negotiated a protocol version this client does not speak.
+    #[error("Fancy surface negotiated unsupported MCP revision [{}].", printable(.0.as_deref().unwrap_or("missing")))]
+    UnsupportedProtocolVersion(Option<String>),
+    /// One frame or event exceeded the byte budget.
+    #[error("Fancy relay response exceeded the frame byte budget.")]
+    FrameTooLarge {
+        /// The budget in bytes.
+        limit: usize,
+    },
+    /// A frame that should have been JSON was not.
+    #[error("Fancy relay sent a frame that is not JSON.")]
+    InvalidJson,
+    /// A long-poll body was not one of the accepted shapes.
+    #[error("Fancy relay sent a long-poll body of an unknown shape.")]
+    MalformedPollBody,
+    /// The SSE stream ended before the correlated reply.
+    #[error("Fancy relay stream ended before the correlated response arrived.")]
+    StreamEnded,
+    /// The response to a request was not the content type expected.
+    #[error("Fancy relay answered the event stream with a body that is not an event stream.")]
+    NotEventStream,
+}
+
+/// Why a revision marker was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RevisionError {
+    /// The marker was blank.
+    #[error("A surface revision cannot be empty; omit it instead of sending a blank marker.")]
+    Empty,
+    /// The marker was longer than 512 bytes.
+    #[error(
+        "A surface revision marker is longer than 512 bytes; a revision is an identifier, not a payload."
+    )]
+    TooLong,
+}
+
+/// The egress rule that refused a relay URL or address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum EgressRule {
+    /// No egress proxy and unverified egress was not allowed.
+    ProxyRequired,
+    /// The URL is not credential-free HTTPS without query or fragment.
+    UrlShape,
+    /// The host is not in the allowlist.
+    HostNotDeclared,
+    /// The port is not in the allowlist.
+    PortNotDeclared,
+    /// The host is, or resolved to, a private or reserved address.
+    PrivateAddress,
+    /// The host did not resolve to any address.
+    NotResolved,
+    /// The loopback development mode was asked for without its conditions.
+    InsecureLoopback,
+    /// The egress proxy URL itself is unusable.
+    ProxyUrl,
+}
+
+impl EgressRule {
+    /// A stable `lower_snake_case` name for the rule.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            EgressRule::ProxyRequired => "proxy_required",
+            EgressRule::UrlShape => "url_shape",
+            EgressRule::HostNotDeclared => "host_not_declared",
+            EgressRule::PortNotDeclared => "port_not_declared",
+            EgressRule::PrivateAddress => "private_address",
+            EgressRule::NotResolved => "not_resolved",
+            EgressRule::InsecureLoopback => "insecure_loopback",
+            EgressRule::ProxyUrl => "proxy_url",
+        }
+    }
+}
+
+impl fmt::Display for EgressRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A refusal by the egress policy: which rule, and a sentence that names the
+/// host or port involved but never the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressRefusal {
+    /// The rule that refused.
+    pub rule: EgressRule,
+    /// The explanation.
+    pub message: String,
+}
+
+impl EgressRefusal {
+    /// A refusal under `rule` with `message`.
+    #[must_use]
+    pub fn new(rule: EgressRule, message: impl Into<String>) -> Self {
+        EgressRefusal {
+            rule,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for EgressRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for EgressRefusal {}
+
+impl From<EgressRefusal> for Error {
+    fn from(r: EgressRefusal) -> Self {
+        Error::EgressRefused(r)
+    }
+}
+
+/// What kind of transport failure a runtime reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportErrorKind {
+    /// Name resolution failed.
+    Dns,
+    /// The TCP connection failed.
+    Connect,
+    /// The TLS handshake or certificate check failed.
+    Tls,
+    /// The egress proxy refused or failed the tunnel.
+    Proxy,
+    /// Reading or writing the connection failed.
+    Io,
+    /// A connect or leg timeout of the runtime fired.
+    Timeout,
+}
+
+impl TransportErrorKind {
+    /// A stable name for the kind.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportErrorKind::Dns => "dns",
+            TransportErrorKind::Connect => "connect",
+            TransportErrorKind::Tls => "tls",
+            TransportErrorKind::Proxy => "proxy",
+            TransportErrorKind::Io => "io",
+            TransportErrorKind::Timeout => "timeout",
+        }
+    }
+}
+
+/// A failure to move bytes, reported by a runtime. The message is redacted
+/// when it is built, so a URL carrying the token cannot leak through it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportError {
+    kind: TransportErrorKind,
+    message: String,
+}
+
+impl TransportError {
+    /// A failure of `kind`; `message` is passed through [`redact_text`].
+    #[must_use]
+    pub fn new(kind: TransportErrorKind, message: impl AsRef<str>) -> Self {
+        TransportError {
+            kind,
+            message: redact_text(message.as_ref()),
+        }
+    }
+
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> TransportErrorKind {
+        self.kind
+    }
+
+    /// The redacted message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Human+ relay transport failed ({}): {}",
+            self.kind.name(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// A failure of an attachment store. The message is redacted like a
+/// [`TransportError`]'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    message: String,
+}
+
+impl StoreError {
+    /// A store failure; `message` is passed through [`redact_text`].
+    #[must_use]
+    pub fn new(message: impl AsRef<str>) -> Self {
+        StoreError {
+            message: redact_text(message.as_ref()),
+        }
+    }
+
+    /// The redacted message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Human+ attachment store failed: {}", self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Removes anything that could carry a relay token from free-form text: the
+/// query string of every URL-like word (`?...` up to whitespace) and any
+/// `Bearer <credential>`.
+///
+/// Runtimes pass the messages of their HTTP, TLS and DNS errors through this
+/// before they reach an [`Error`], since those libraries like to quote the
+/// URL they failed on.
+///
+/// ```
+/// use human_plus_core::redact_text;
+///
+/// assert_eq!(
+///     redact_text("error sending request for url (https://relay.example/s/inbox?token=secret&client=c)"),
+///     "error sending request for url (https://relay.example/s/inbox?[redacted])"
+/// );
+/// assert_eq!(redact_text("Authorization: Bearer abc.def"), "Authorization: Bearer [redacted]");
+/// ```
+#[must_use]
+pub fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let query = rest.find('?').map(|i| (i, i + 1));
+        let bearer = find_ascii_case_insensitive(rest, "bearer ").map(|i| (i, i + 7));
+        let next = match (query, bearer) {
+            (Some(q), Some(b)) => Some(if q.0 <= b.0 { q } else { b }),
+            (q, b) => q.or(b),
+        };
+        let Some((_, end)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..end]);
+        out.push_str("[redacted]");
+        rest = skip_credential(&rest[end..]);
+    }
+}
+
+fn skip_credential(s: &str) -> &str {
+    let end = s
+        .find(|c: char| c.is_whitespace() || matches!(c, ')' | ']' | '>' | '"' | '\'' | ','))
+        .unwrap_or(s.len());
+    &s[end..]
+}
+
+fn find_ascii_case_insensitive(haystack: &str, needle: &str) -> Option<usize> {
+    let h = haystack.as_bytes();
+    let n = needle.as_bytes();
+    if n.len() > h.len() {
+        return None;
+    }
+    (0..=h.len() - n.len()).find(|&i| {
+        h.get(i..i + n.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(n))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_handles_several_urls_and_no_url() {
+        assert_eq!(redact_text("plain"), "plain");
+        assert_eq!(
+            redact_text("a https://h/x?token=t1 b https://h/y?token=t2"),
+            "a https://h/x?[redacted] b https://h/y?[redacted]"
+        );
+        assert_eq!(redact_text("ends with ?"), "ends with ?[redacted]");
+    }
+
+    #[test]
+    fn printable_escapes_controls_and_invisibles() {
+        assert_eq!(printable("a\nb"), "a\\u{a}b");
+        assert_eq!(printable("x\u{200b}"), "x\\u{200b}");
+        assert_eq!(printable("plain name"), "plain name");
+    }
+
+    #[test]
+    fn codes_are_stable() {
+        assert_eq!(
+            Error::ToolRefused(ToolRefusal::Undeclared).code(),
+            "tool_refused"
+        );
+        assert_eq!(
+            Error::AttachmentUnauthorized(Unauthorized::Relay).code(),
+            "attachment_unauthorized"
+        );
+        assert_eq!(
+            Error::ConflictDetectionUnavailable(ConflictDetectionUnavailable::new("s", "t")).code(),
+            "conflict_detection_unavailable"
+        );
+        assert!(Error::SurfaceUnavailable.is_terminal());
+        assert!(!Error::AttachmentUnauthorized(Unauthorized::Owner).is_terminal());
+    }
+}

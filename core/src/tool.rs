@@ -1,0 +1,1 @@
+//! Tool definitions as the surface lists them, and their digests.

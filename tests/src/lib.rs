@@ -1,0 +1,1 @@
+//! One conformance suite for every Human+ runtime and transport.
