@@ -110,7 +110,8 @@ impl TryFrom<AttachmentWire> for SurfaceAttachment {
     type Error = Error;
 
     fn try_from(w: AttachmentWire) -> Result<Self, Error> {
-        let mut a = SurfaceAttachment::new(w.id, w.owner, w.invitation, w.participant, w.client_id)?;
+        let mut a =
+            SurfaceAttachment::new(w.id, w.owner, w.invitation, w.participant, w.client_id)?;
         a.generation = w.generation;
         a.state = w.state;
         a.revision = w.revision;
@@ -346,8 +347,7 @@ impl SurfaceAttachment {
 fn is_token_like(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
 }
 

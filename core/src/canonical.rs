@@ -1,1 +1,416 @@
 //! Canonical JSON (RFC 8785, JCS) for tool digests.
+//!
+//! A pin is only useful if two implementations that read the same tool
+//! definition write the same bytes for it. [`canonical_json`] writes the
+//! JSON Canonicalization Scheme of RFC 8785:
+//!
+//! - object members sorted by their keys compared as UTF-16 code units
+//!   (not bytes, not `char`s: they differ above U+FFFF);
+//! - no insignificant whitespace; `{}` for an empty object, `[]` for an
+//!   empty array; arrays keep their order;
+//! - numbers are IEEE 754 doubles written as ECMAScript's
+//!   `Number.prototype.toString` writes them (`1.0` is `1`, `1e21` is
+//!   `1e+21`, `-0` is `0`, integers beyond 2^53 are rounded to the nearest
+//!   double first);
+//! - strings escaped as `JSON.stringify` escapes them: `"` and `\`, the
+//!   short forms `\b \f \n \r \t`, every other C0 control as `\u00xx`
+//!   (lowercase hex), and everything else (`/`, DEL, non-ASCII, U+2028,
+//!   U+2029) raw UTF-8.
+//!
+//! Known differences from the other Human+ implementations, documented
+//! rather than imitated: the PHP reference writes an empty object as `[]`,
+//! turns integer-like keys into integers and escapes U+2028/U+2029; Python
+//! writes `1.0`; a JavaScript object puts integer-like keys (`"2"`, `"10"`)
+//! first. None of those occur in ordinary tool schemas except PHP's `[]`.
+//!
+//! The writer is iterative, so a deeply nested value cannot exhaust the
+//! stack.
+
+use serde_json::{Map, Number, Value};
+
+/// The RFC 8785 (JCS) canonical JSON text of `value`.
+///
+/// ```
+/// use human_plus_core::canonical_json;
+/// use serde_json::json;
+///
+/// let schema: serde_json::Value =
+///     serde_json::from_str(r#"{"type":"object","multipleOf":1.0,"title":"a/b é","max":1e21}"#)?;
+/// assert_eq!(
+///     canonical_json(&schema),
+///     r#"{"max":1e+21,"multipleOf":1,"title":"a/b é","type":"object"}"#
+/// );
+/// assert_eq!(canonical_json(&json!({})), "{}");
+/// assert_eq!(canonical_json(&json!([])), "[]");
+/// assert_eq!(canonical_json(&json!("tab\there\u{1}")), r#""tab\there\u0001""#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[must_use]
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+/// The UTF-8 bytes of [`canonical_json`]: the exact material a digest is
+/// computed over.
+///
+/// ```
+/// use human_plus_core::canonical_json_bytes;
+///
+/// assert_eq!(canonical_json_bytes(&serde_json::json!({"b": 1, "a": [true, null]})), br#"{"a":[true,null],"b":1}"#);
+/// ```
+#[must_use]
+pub fn canonical_json_bytes(value: &Value) -> Vec<u8> {
+    canonical_json(value).into_bytes()
+}
+
+/// One pending piece of output.
+enum Item<'a> {
+    Value(&'a Value),
+    Key(&'a str),
+    Lit(&'static str),
+}
+
+/// Appends the canonical text of `value` to `out`.
+pub(crate) fn write_canonical(value: &Value, out: &mut String) {
+    let mut stack: Vec<Item<'_>> = vec![Item::Value(value)];
+    while let Some(item) = stack.pop() {
+        match item {
+            Item::Lit(s) => out.push_str(s),
+            Item::Key(k) => {
+                write_string(k, out);
+                out.push(':');
+            }
+            Item::Value(v) => match v {
+                Value::Null => out.push_str("null"),
+                Value::Bool(true) => out.push_str("true"),
+                Value::Bool(false) => out.push_str("false"),
+                Value::Number(n) => write_number(n, out),
+                Value::String(s) => write_string(s, out),
+                Value::Array(items) => {
+                    out.push('[');
+                    stack.push(Item::Lit("]"));
+                    for (i, element) in items.iter().enumerate().rev() {
+                        stack.push(Item::Value(element));
+                        if i > 0 {
+                            stack.push(Item::Lit(","));
+                        }
+                    }
+                }
+                Value::Object(map) => {
+                    out.push('{');
+                    stack.push(Item::Lit("}"));
+                    let members = sorted_members(map);
+                    for (i, (key, member)) in members.into_iter().enumerate().rev() {
+                        stack.push(Item::Value(member));
+                        stack.push(Item::Key(key));
+                        if i > 0 {
+                            stack.push(Item::Lit(","));
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// The members of `map` sorted by their keys' UTF-16 code units, whatever
+/// order the map itself keeps.
+fn sorted_members(map: &Map<String, Value>) -> Vec<(&str, &Value)> {
+    let mut members: Vec<(&str, &Value)> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    members
+}
+
+/// Appends `s` as a JSON string literal, escaped as `JSON.stringify` does.
+pub(crate) fn write_string(s: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        let short = match c {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '\u{8}' => Some("\\b"),
+            '\u{c}' => Some("\\f"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            _ => None,
+        };
+        if short.is_none() && c >= '\u{20}' {
+            continue;
+        }
+        out.push_str(s.get(start..i).unwrap_or_default());
+        start = i + c.len_utf8();
+        match short {
+            Some(esc) => out.push_str(esc),
+            None => {
+                let b = u32::from(c);
+                out.push_str("\\u00");
+                out.push(char::from(HEX[((b >> 4) & 0xf) as usize]));
+                out.push(char::from(HEX[(b & 0xf) as usize]));
+            }
+        }
+    }
+    out.push_str(s.get(start..).unwrap_or_default());
+    out.push('"');
+}
+
+/// Appends a JSON number as the double it denotes, written by ECMAScript's
+/// rules.
+fn write_number(n: &Number, out: &mut String) {
+    let as_double = n
+        .as_f64()
+        .or_else(|| n.to_string().parse::<f64>().ok())
+        .filter(|f| f.is_finite());
+    match as_double {
+        Some(f) => write_es_number(f, out),
+        // Only reachable with serde_json's `arbitrary_precision` and a
+        // literal beyond the double range; keep its text rather than lie.
+        None => out.push_str(&n.to_string()),
+    }
+}
+
+/// Appends a finite `f64` as ECMAScript's `Number::toString(10)` writes it.
+pub(crate) fn write_es_number(f: f64, out: &mut String) {
+    if f == 0.0 {
+        out.push('0');
+        return;
+    }
+    if !f.is_finite() {
+        // JSON cannot carry these; JSON.stringify writes null.
+        out.push_str("null");
+        return;
+    }
+    if f < 0.0 {
+        out.push('-');
+    }
+    let Some((digits, n)) = shortest_digits(f.abs()) else {
+        out.push_str(&format!("{}", f.abs()));
+        return;
+    };
+    let k = i64::try_from(digits.len()).unwrap_or(i64::MAX);
+    if k <= n && n <= 21 {
+        // Integer: the digits, then n - k zeros.
+        out.push_str(&digits);
+        for _ in k..n {
+            out.push('0');
+        }
+    } else if 0 < n && n <= 21 {
+        // Fixed point with the decimal point inside the digits.
+        let (int, frac) = digits.split_at(usize::try_from(n).unwrap_or(0));
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        for _ in n..0 {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        let e = n - 1;
+        out.push(if e < 0 { '-' } else { '+' });
+        out.push_str(&e.unsigned_abs().to_string());
+    }
+}
+
+/// The shortest round-trip decimal digits of a positive finite `f` (no
+/// leading or trailing zeros) and the ECMAScript exponent `n`, such that
+/// `f = 0.d1d2...dk × 10^n`.
+fn shortest_digits(f: f64) -> Option<(String, i64)> {
+    // Rust's `{:e}` writes the shortest digits that round-trip.
+    let sci = format!("{f:e}");
+    let (mantissa, exponent) = sci.split_once('e')?;
+    let exponent: i64 = exponent.parse().ok()?;
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let digits = digits.trim_end_matches('0');
+    if digits.is_empty() || digits.starts_with('0') {
+        return None;
+    }
+    Some((digits.to_owned(), exponent + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn es(f: f64) -> String {
+        let mut s = String::new();
+        write_es_number(f, &mut s);
+        s
+    }
+
+    fn canon_text(text: &str) -> String {
+        canonical_json(&serde_json::from_str::<Value>(text).unwrap())
+    }
+
+    #[test]
+    fn es_number_vectors() {
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (-1.0, "-1"),
+            (1.5, "1.5"),
+            (-1.5, "-1.5"),
+            (0.1, "0.1"),
+            (0.5, "0.5"),
+            (100.0, "100"),
+            (123.456, "123.456"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (1e-7, "1e-7"),
+            (1.5e-7, "1.5e-7"),
+            (0.000001, "0.000001"),
+            (0.0000015, "0.0000015"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (5e-324, "5e-324"),
+            (-5e-324, "-5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (2.2250738585072014e-308, "2.2250738585072014e-308"),
+            (9007199254740992.0, "9007199254740992"),
+            (4.35, "4.35"),
+            (0.3, "0.3"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e22, "1e+22"),
+            (1.2345e25, "1.2345e+25"),
+            (333333333.3333333, "333333333.3333333"),
+            (1e-6, "0.000001"),
+            (1.23e-6, "0.00000123"),
+            (1e100, "1e+100"),
+            (295147905179352830000.0, "295147905179352830000"),
+            (1.0e15, "1000000000000000"),
+            (999999999999999900000.0, "999999999999999900000"),
+        ];
+        for &(f, want) in cases {
+            assert_eq!(es(f), want, "{f:e}");
+        }
+    }
+
+    #[test]
+    fn json_numbers_are_doubles() {
+        assert_eq!(canon_text("9007199254740993"), "9007199254740992");
+        assert_eq!(canon_text("-9007199254740993"), "-9007199254740992");
+        assert_eq!(canon_text("18446744073709551615"), "18446744073709552000");
+        assert_eq!(canon_text("-9223372036854775808"), "-9223372036854776000");
+        assert_eq!(canon_text("1.0"), "1");
+        assert_eq!(canon_text("-0"), "0");
+        assert_eq!(canon_text("-0.0"), "0");
+        assert_eq!(canon_text("1E21"), "1e+21");
+        assert_eq!(canon_text("100e-2"), "1");
+        assert_eq!(canon_text("[1e-7,0.000001,12e0]"), "[1e-7,0.000001,12]");
+    }
+
+    #[test]
+    fn strings_are_escaped_like_json_stringify() {
+        let s = "q\"b\\s/\u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f}é\u{2028}\u{2029}😀";
+        assert_eq!(
+            canonical_json(&json!(s)),
+            "\"q\\\"b\\\\s/\\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}é\u{2028}\u{2029}😀\""
+        );
+        assert_eq!(canonical_json(&json!("")), "\"\"");
+        assert_eq!(canonical_json(&json!("\u{b}")), "\"\\u000b\"");
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        // U+E000 is one unit (0xE000); U+10000 is a surrogate pair
+        // starting 0xD800, so it sorts first in UTF-16 but last in UTF-8.
+        let v = json!({"\u{e000}": 1, "\u{10000}": 2, "a": 3, "B": 4, "": 5, "aa": 6});
+        assert_eq!(
+            canonical_json(&v),
+            "{\"\":5,\"B\":4,\"a\":3,\"aa\":6,\"\u{10000}\":2,\"\u{e000}\":1}"
+        );
+        // Integer-like keys are strings like any other.
+        assert_eq!(
+            canon_text(r#"{"b":0,"10":1,"9":2,"a":3,"_":4,"B":5,"-1":6,"01":7,"":8}"#),
+            r#"{"":8,"-1":6,"01":7,"10":1,"9":2,"B":5,"_":4,"a":3,"b":0}"#
+        );
+    }
+
+    #[test]
+    fn structure_and_literals() {
+        assert_eq!(
+            canon_text(
+                r#" { "z" : [ 3 , { } , [ ] , null , true , false ] , "a" : { "y" : { } } } "#
+            ),
+            r#"{"a":{"y":{}},"z":[3,{},[],null,true,false]}"#
+        );
+        assert_eq!(canonical_json(&Value::Null), "null");
+        assert_eq!(canonical_json_bytes(&json!(true)), b"true");
+    }
+
+    #[test]
+    fn rfc8785_sample() {
+        // The example of RFC 8785 section 3.2.2 (number part).
+        let text = r#"{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"literals":[null,true,false]}"#;
+        assert_eq!(
+            canon_text(text),
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27]}"#
+        );
+    }
+
+    #[test]
+    fn deep_nesting_does_not_recurse() {
+        let mut v = json!(1);
+        for _ in 0..10_000 {
+            v = Value::Array(vec![v]);
+        }
+        let text = canonical_json(&v);
+        assert_eq!(text.len(), 20_001);
+        // Dismantle without recursion so the test's drop cannot overflow.
+        let mut cur = v;
+        while let Value::Array(mut items) = cur {
+            cur = items.pop().unwrap_or(Value::Null);
+        }
+    }
+
+    pub(crate) fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((any::<String>(), inner), 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_is_idempotent(v in arb_json()) {
+            let once = canonical_json(&v);
+            let parsed: Value = serde_json::from_str(&once).unwrap();
+            prop_assert_eq!(canonical_json(&parsed), once);
+        }
+
+        #[test]
+        fn any_finite_double_round_trips(f in any::<f64>().prop_filter("finite", |f| f.is_finite())) {
+            let text = es(f);
+            let back: f64 = text.parse().unwrap();
+            prop_assert_eq!(back, if f == 0.0 { 0.0 } else { f });
+            prop_assert!(!text.contains("e") || text.contains("e+") || text.contains("e-"));
+        }
+    }
+}

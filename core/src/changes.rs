@@ -1,8 +1,13 @@
 //! The change feed: what somebody else did since the agent's last marker.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::revision::{SurfaceRevision, trim_ascii_php};
 
 /// What has been observed of a surface's change feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -73,4 +78,800 @@ impl fmt::Display for ChangeFeed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The tool names a surface's change feed may have, compared after ASCII
+/// lowercasing (no trimming). The first admitted tool whose name matches
+/// is the feed tool.
+pub const CHANGE_FEED_TOOLS: [&str; 7] = [
+    "changes_since",
+    "changessince",
+    "surface_changes",
+    "surfacechanges",
+    "what_changed",
+    "whatchanged",
+    "changes",
+];
+
+/// Whether `name` is one of [`CHANGE_FEED_TOOLS`], ignoring ASCII case.
+///
+/// The comparison is exact otherwise: surrounding whitespace or a vendor
+/// prefix makes it a different tool.
+///
+/// ```
+/// use human_plus_core::is_change_feed_tool;
+///
+/// assert!(is_change_feed_tool("changes_since"));
+/// assert!(is_change_feed_tool("What_Changed"));
+/// assert!(!is_change_feed_tool(" changes"));
+/// assert!(!is_change_feed_tool("sheet_changes"));
+/// ```
+#[must_use]
+pub fn is_change_feed_tool(name: &str) -> bool {
+    CHANGE_FEED_TOOLS
+        .iter()
+        .any(|tool| tool.eq_ignore_ascii_case(name))
+}
+
+/// Keys a change's handle is read from, in order.
+const HANDLE_KEYS: [&str; 7] = [
+    "handle",
+    "id",
+    "screen_id",
+    "screenId",
+    "node_id",
+    "nodeId",
+    "key",
+];
+
+/// Keys a change's kind is read from, in order.
+const KIND_KEYS: [&str; 7] = [
+    "change",
+    "change_kind",
+    "changeKind",
+    "event",
+    "action",
+    "op",
+    "kind",
+];
+
+/// Keys a change's actor is read from, in order. `actor_id` is never read.
+const ACTOR_KEYS: [&str; 7] = [
+    "actor_type",
+    "actorType",
+    "actor",
+    "by",
+    "author",
+    "changed_by",
+    "changedBy",
+];
+
+/// Keys a change's label is read from, in order.
+const LABEL_KEYS: [&str; 5] = ["label", "title", "name", "component", "component_kind"];
+
+/// Keys the list of change rows is read from, in order (`_meta` first).
+const ROW_KEYS: [&str; 6] = [
+    "changes",
+    "change_log",
+    "changeLog",
+    "events",
+    "screens",
+    "items",
+];
+
+/// Keys by which a surface claims its answer complete (`_meta` first).
+const COMPLETE_KEYS: [&str; 3] = ["complete", "is_complete", "isComplete"];
+
+/// Keys by which a surface admits its answer partial (`_meta` first).
+const PARTIAL_KEYS: [&str; 4] = ["partial", "is_partial", "isPartial", "truncated"];
+
+/// The string content of `value`, PHP-trimmed and ASCII-lowercased, if it
+/// is a string.
+fn normalised(value: &Value) -> Option<String> {
+    value
+        .as_str()
+        .map(|s| trim_ascii_php(s).to_ascii_lowercase())
+}
+
+/// What happened to a handle.
+///
+/// ```
+/// use human_plus_core::ChangeKind;
+/// use serde_json::json;
+///
+/// assert_eq!(ChangeKind::parse(&json!(" Removed ")), ChangeKind::Deleted);
+/// assert_eq!(ChangeKind::parse(&json!("reparented")), ChangeKind::Moved);
+/// assert_eq!(ChangeKind::parse(&json!("chart")), ChangeKind::Unknown);
+/// assert_eq!(ChangeKind::parse(&json!(1)), ChangeKind::Unknown);
+/// assert!(!ChangeKind::Deleted.leaves_handle_valid());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Something was added: `created`, `create`, `added`, `add`, `inserted`.
+    Created,
+    /// Something was edited: `updated`, `update`, `changed`, `edited`,
+    /// `modified`.
+    Updated,
+    /// Something was removed: `deleted`, `delete`, `removed`, `remove`.
+    Deleted,
+    /// Something was moved: `moved`, `move`, `reordered`, `reorder`,
+    /// `reparented`.
+    Moved,
+    /// Not a string, or a word not listed above.
+    #[default]
+    Unknown,
+}
+
+impl ChangeKind {
+    /// Reads a kind: a string, PHP-trimmed and ASCII-lowercased, matched
+    /// against the synonyms listed on each variant. Anything else is
+    /// [`ChangeKind::Unknown`].
+    #[must_use]
+    pub fn parse(value: &Value) -> ChangeKind {
+        match normalised(value).as_deref() {
+            Some("created" | "create" | "added" | "add" | "inserted") => ChangeKind::Created,
+            Some("updated" | "update" | "changed" | "edited" | "modified") => ChangeKind::Updated,
+            Some("deleted" | "delete" | "removed" | "remove") => ChangeKind::Deleted,
+            Some("moved" | "move" | "reordered" | "reorder" | "reparented") => ChangeKind::Moved,
+            _ => ChangeKind::Unknown,
+        }
+    }
+
+    /// The wire value.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "created",
+            ChangeKind::Updated => "updated",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::Moved => "moved",
+            ChangeKind::Unknown => "unknown",
+        }
+    }
+
+    /// True unless the handle was deleted.
+    #[must_use]
+    pub fn leaves_handle_valid(self) -> bool {
+        self != ChangeKind::Deleted
+    }
+}
+
+impl fmt::Display for ChangeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who made a change, as the surface says it.
+///
+/// An actor this library does not recognise is [`ChangeActor::Unknown`],
+/// never a default: quietly reading an unknown actor as the agent would
+/// be the revert bug arriving through the parser.
+///
+/// ```
+/// use human_plus_core::ChangeActor;
+/// use serde_json::json;
+///
+/// assert_eq!(ChangeActor::parse(&json!("Human")), ChangeActor::Human);
+/// assert_eq!(ChangeActor::parse(&json!("assistant")), ChangeActor::Agent);
+/// assert_eq!(ChangeActor::parse(&json!("sales-team")), ChangeActor::Unknown);
+/// assert_eq!(ChangeActor::parse(&json!({"type": "human"})), ChangeActor::Unknown);
+/// assert!(ChangeActor::Unknown.deserves_deference());
+/// assert!(!ChangeActor::Agent.deserves_deference());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeActor {
+    /// A person: `human`, `user`, `person`, `operator`.
+    Human,
+    /// An agent, taken to be this one: `agent`, `assistant`, `self`, `me`.
+    Agent,
+    /// Some other participant: `other`, `system`, `job`, `service`.
+    Other,
+    /// Not a string, or a word not listed above.
+    #[default]
+    Unknown,
+}
+
+impl ChangeActor {
+    /// Reads an actor: a string, PHP-trimmed and ASCII-lowercased, matched
+    /// against the synonyms listed on each variant. Anything else,
+    /// including an object such as `{"type": "human"}`, is
+    /// [`ChangeActor::Unknown`].
+    #[must_use]
+    pub fn parse(value: &Value) -> ChangeActor {
+        match normalised(value).as_deref() {
+            Some("human" | "user" | "person" | "operator") => ChangeActor::Human,
+            Some("agent" | "assistant" | "self" | "me") => ChangeActor::Agent,
+            Some("other" | "system" | "job" | "service") => ChangeActor::Other,
+            _ => ChangeActor::Unknown,
+        }
+    }
+
+    /// The wire value.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeActor::Human => "human",
+            ChangeActor::Agent => "agent",
+            ChangeActor::Other => "other",
+            ChangeActor::Unknown => "unknown",
+        }
+    }
+
+    /// True unless the surface positively said an agent made the change:
+    /// a change is deferred to unless it can be shown to be the agent's own.
+    #[must_use]
+    pub fn deserves_deference(self) -> bool {
+        self != ChangeActor::Agent
+    }
+
+    /// True for `Human` and `Other`: an actor that proves the feed
+    /// attributes changes.
+    fn attributes(self) -> bool {
+        matches!(self, ChangeActor::Human | ChangeActor::Other)
+    }
+}
+
+impl fmt::Display for ChangeActor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One row of a change feed: which handle, what happened, who did it.
+///
+/// The label is untrusted text from the surface; [`SurfaceChanges`] frames
+/// it before a model reads it (see [`SurfaceChanges::with_framed_labels`]).
+/// Serialises as `{"handle", "kind", "actor", "label"}` in that order.
+///
+/// ```
+/// use human_plus_core::{ChangeActor, ChangeKind, SurfaceChange};
+/// use serde_json::json;
+///
+/// let c = SurfaceChange::from_row(&json!({
+///     "screen_id": " screen_7 ", "change": "moved", "actor_type": "human",
+///     "kind": "chart", "title": "Budget", "actor_id": "u-1",
+/// })).unwrap();
+/// assert_eq!(c.handle(), "screen_7");
+/// assert_eq!(c.kind(), ChangeKind::Moved);
+/// assert_eq!(c.actor(), ChangeActor::Human);
+/// assert_eq!(c.label(), "Budget");
+///
+/// assert!(SurfaceChange::from_row(&json!({"change": "updated"})).is_none());
+/// assert!(SurfaceChange::from_row(&json!({"id": 42.0})).is_none());
+/// assert_eq!(SurfaceChange::from_row(&json!({"id": 42})).unwrap().handle(), "42");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct SurfaceChange {
+    handle: String,
+    kind: ChangeKind,
+    actor: ChangeActor,
+    label: String,
+}
+
+impl SurfaceChange {
+    /// A change built by hand. The handle and label are PHP-trimmed;
+    /// `None` when the handle is blank.
+    #[must_use]
+    pub fn new(
+        handle: impl AsRef<str>,
+        kind: ChangeKind,
+        actor: ChangeActor,
+        label: impl AsRef<str>,
+    ) -> Option<SurfaceChange> {
+        let handle = trim_ascii_php(handle.as_ref());
+        if handle.is_empty() {
+            return None;
+        }
+        Some(SurfaceChange {
+            handle: handle.to_owned(),
+            kind,
+            actor,
+            label: trim_ascii_php(label.as_ref()).to_owned(),
+        })
+    }
+
+    /// Reads one row of a change feed; `None` when `row` is not an object
+    /// or names no handle.
+    ///
+    /// - handle: the first of `handle`, `id`, `screen_id`, `screenId`,
+    ///   `node_id`, `nodeId`, `key` that is a non-blank string (trimmed) or
+    ///   a JSON integer within the signed 64-bit range (its decimal text).
+    ///   Floats (even `42.0`), booleans and blank strings fall through to
+    ///   the next key.
+    /// - kind: for each of `change`, `change_kind`, `changeKind`, `event`,
+    ///   `action`, `op`, `kind` present in the row, [`ChangeKind::parse`];
+    ///   the first that is not `Unknown` wins. So `change` beats `kind`,
+    ///   and a component type in `kind` alone is `Unknown`.
+    /// - actor: the same rule over `actor_type`, `actorType`, `actor`,
+    ///   `by`, `author`, `changed_by`, `changedBy`. `actor_id` is never
+    ///   read: a person's identity is not needed to decide deference.
+    /// - label: the first of `label`, `title`, `name`, `component`,
+    ///   `component_kind` that is a non-blank string (trimmed), else `""`.
+    #[must_use]
+    pub fn from_row(row: &Value) -> Option<SurfaceChange> {
+        let row = row.as_object()?;
+        let handle = HANDLE_KEYS
+            .iter()
+            .find_map(|key| row.get(*key).and_then(handle_text))?;
+        let kind = KIND_KEYS
+            .iter()
+            .filter_map(|key| row.get(*key))
+            .map(ChangeKind::parse)
+            .find(|kind| *kind != ChangeKind::Unknown)
+            .unwrap_or_default();
+        let actor = ACTOR_KEYS
+            .iter()
+            .filter_map(|key| row.get(*key))
+            .map(ChangeActor::parse)
+            .find(|actor| *actor != ChangeActor::Unknown)
+            .unwrap_or_default();
+        let label = LABEL_KEYS
+            .iter()
+            .filter_map(|key| row.get(*key).and_then(Value::as_str))
+            .map(trim_ascii_php)
+            .find(|label| !label.is_empty())
+            .unwrap_or_default();
+        Some(SurfaceChange {
+            handle,
+            kind,
+            actor,
+            label: label.to_owned(),
+        })
+    }
+
+    /// The surface's own id for what changed (never blank).
+    #[must_use]
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
+
+    /// What happened.
+    #[must_use]
+    pub fn kind(&self) -> ChangeKind {
+        self.kind
+    }
+
+    /// Who did it, as the surface says.
+    #[must_use]
+    pub fn actor(&self) -> ChangeActor {
+        self.actor
+    }
+
+    /// A short description from the surface (untrusted; `""` when none).
+    /// Framed once it has passed through
+    /// [`SurfaceChanges::with_framed_labels`].
+    #[must_use]
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// True unless the surface positively said an agent made this change.
+    #[must_use]
+    pub fn deserves_deference(&self) -> bool {
+        self.actor.deserves_deference()
+    }
+
+    /// Appends this change's compact JSON to `out`.
+    fn write_json(&self, out: &mut String) {
+        out.push_str("{\"handle\":");
+        push_json_string(out, &self.handle);
+        out.push_str(",\"kind\":\"");
+        out.push_str(self.kind.as_str());
+        out.push_str("\",\"actor\":\"");
+        out.push_str(self.actor.as_str());
+        out.push_str("\",\"label\":");
+        push_json_string(out, &self.label);
+        out.push('}');
+    }
+}
+
+/// A handle candidate's text: a non-blank string (trimmed) or an integer
+/// the reference's JSON decoder keeps as an integer (signed 64-bit).
+fn handle_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => {
+            let s = trim_ascii_php(s);
+            (!s.is_empty()).then(|| s.to_owned())
+        }
+        Value::Number(n) => n.as_i64().map(|i| i.to_string()),
+        _ => None,
+    }
+}
+
+/// An answer of the change feed: what somebody else did since the agent's
+/// last marker, and how far that can be believed.
+///
+/// The feed state comes first: [`SurfaceChanges::answered`] false means
+/// the list means nothing, and [`SurfaceChanges::nothing_changed`] is the
+/// only calm signal. [`SurfaceChanges::defer_to`] lists every change not
+/// positively attributed to the agent.
+///
+/// ```
+/// use human_plus_core::{ChangeFeed, SurfaceChanges};
+/// use serde_json::json;
+///
+/// let answer = SurfaceChanges::read_from(
+///     &json!({"_meta": {"revision": "r1", "changes": [
+///         {"screen_id": "screen_7", "change": "moved", "actor_type": "human", "title": "Budget"},
+///     ]}}),
+///     ChangeFeed::Offered,
+/// );
+/// assert_eq!(answer.feed(), ChangeFeed::Attributed);
+/// assert!(answer.answered() && !answer.nothing_changed());
+/// assert_eq!(answer.handles(), ["screen_7"]);
+/// assert_eq!(
+///     answer.to_json(),
+///     r#"{"feed":"attributed","complete":true,"answered":true,"nothing_changed":false,"attributes":true,"revision":"r1","changes":[{"handle":"screen_7","kind":"moved","actor":"human","label":"Budget"}],"defer_to":["screen_7"],"handles":["screen_7"]}"#
+/// );
+///
+/// let none = SurfaceChanges::unavailable();
+/// assert!(!none.answered() && !none.nothing_changed());
+/// assert!(none.describe().contains("not evidence that nothing changed"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurfaceChanges {
+    feed: ChangeFeed,
+    changes: Vec<SurfaceChange>,
+    revision: Option<SurfaceRevision>,
+    complete: bool,
+    revision_refused: bool,
+}
+
+impl SurfaceChanges {
+    /// The answer when the surface offers no change feed: feed
+    /// `Unavailable`, no changes, no revision, and NOT complete.
+    #[must_use]
+    pub fn unavailable() -> SurfaceChanges {
+        SurfaceChanges {
+            feed: ChangeFeed::Unavailable,
+            changes: Vec::new(),
+            revision: None,
+            complete: false,
+            revision_refused: false,
+        }
+    }
+
+    /// Reads a feed tool's `result`, given what was known of the feed
+    /// before (`Offered` or `Attributed` when the tool was called). Pure and
+    /// total: any JSON in, an answer out. Labels are not framed.
+    ///
+    /// - Rows: for `changes`, `change_log`, `changeLog`, `events`,
+    ///   `screens`, `items` in order, `_meta` before the top level for each,
+    ///   the first value that is a JSON array is used, even an empty one.
+    ///   Its non-object elements are discarded, and rows without a handle
+    ///   are dropped ([`SurfaceChange::from_row`]). Any other value,
+    ///   including a JSON object, is skipped. (Divergence: the PHP
+    ///   reference decodes an empty object `{}` as an empty list, so there
+    ///   `_meta.changes: {}` hides a top-level `changes` list; here it does
+    ///   not.) There is no row limit: the frame byte budget bounds the input.
+    /// - Feed: `Attributed` when some change names a `Human` or `Other`
+    ///   actor and `feed` is answerable; otherwise `feed` unchanged, so
+    ///   `Unavailable` is never upgraded.
+    /// - Revision: [`SurfaceRevision::from_result`] with `observed_from`
+    ///   `"changes"`, as the reference records it. A marker over 512 bytes
+    ///   yields no revision and sets [`SurfaceChanges::revision_refused`].
+    /// - Complete: for `complete`, `is_complete`, `isComplete` (each
+    ///   `_meta` then top level) the first key that exists decides: only
+    ///   JSON `true` is complete; `false`, `null`, `"true"`, `1`, anything
+    ///   else is not. Failing that, for `partial`, `is_partial`,
+    ///   `isPartial`, `truncated` the first existing key decides inverted:
+    ///   only JSON `false` is complete. Failing both, complete. (Decision:
+    ///   the reference uses PHP truthiness, under which `"false"` claims
+    ///   completeness; here anything but a JSON boolean fails safe to not
+    ///   complete.) A `result` that is not a JSON object is not complete.
+    ///
+    /// ```
+    /// use human_plus_core::{ChangeFeed, SurfaceChanges};
+    /// use serde_json::json;
+    ///
+    /// let read = |v| SurfaceChanges::read_from(&v, ChangeFeed::Offered);
+    /// assert!(read(json!({"_meta": {"revision": "r9", "changes": []}})).nothing_changed());
+    /// assert!(!read(json!({"changes": [], "complete": false})).nothing_changed());
+    /// assert!(!read(json!({"changes": [], "complete": "false"})).complete());
+    /// assert!(!read(json!({"changes": [], "truncated": true})).complete());
+    /// assert!(read(json!({"changes": [], "complete": true, "partial": true})).complete());
+    /// assert!(!read(json!(null)).complete());
+    /// ```
+    #[must_use]
+    pub fn read_from(result: &Value, feed: ChangeFeed) -> SurfaceChanges {
+        let Some(top) = result.as_object() else {
+            return SurfaceChanges {
+                feed,
+                changes: Vec::new(),
+                revision: None,
+                complete: false,
+                revision_refused: false,
+            };
+        };
+        let meta = top.get("_meta").and_then(Value::as_object);
+        let sources = [meta, Some(top)];
+        let find = |key: &str| sources.iter().flatten().find_map(|s| s.get(key));
+
+        let changes: Vec<SurfaceChange> = ROW_KEYS
+            .iter()
+            .find_map(|key| {
+                sources
+                    .iter()
+                    .flatten()
+                    .find_map(|s| s.get(*key).and_then(Value::as_array))
+            })
+            .map(|rows| rows.iter().filter_map(SurfaceChange::from_row).collect())
+            .unwrap_or_default();
+
+        let attributed = changes.iter().any(|c| c.actor.attributes());
+        let feed = if attributed && feed.is_answerable() {
+            ChangeFeed::Attributed
+        } else {
+            feed
+        };
+
+        let (revision, revision_refused) = match SurfaceRevision::from_result(result, "changes") {
+            Ok(revision) => (revision, false),
+            Err(_) => (None, true),
+        };
+
+        let complete = if let Some(claim) = COMPLETE_KEYS.iter().find_map(|key| find(key)) {
+            *claim == Value::Bool(true)
+        } else if let Some(admission) = PARTIAL_KEYS.iter().find_map(|key| find(key)) {
+            *admission == Value::Bool(false)
+        } else {
+            true
+        };
+
+        SurfaceChanges {
+            feed,
+            changes,
+            revision,
+            complete,
+            revision_refused,
+        }
+    }
+
+    /// What is known of the feed after this answer.
+    #[must_use]
+    pub fn feed(&self) -> ChangeFeed {
+        self.feed
+    }
+
+    /// The changes, in the surface's order.
+    #[must_use]
+    pub fn changes(&self) -> &[SurfaceChange] {
+        &self.changes
+    }
+
+    /// The revision the answer carried (observed from `"changes"`).
+    #[must_use]
+    pub fn revision(&self) -> Option<&SurfaceRevision> {
+        self.revision.as_ref()
+    }
+
+    /// True when the answer carried a revision marker over 512 bytes, which
+    /// was refused (so [`SurfaceChanges::revision`] is `None`).
+    #[must_use]
+    pub fn revision_refused(&self) -> bool {
+        self.revision_refused
+    }
+
+    /// False when the surface declared the answer partial (or the feed is
+    /// unavailable): some changes are not in it.
+    #[must_use]
+    pub fn complete(&self) -> bool {
+        self.complete
+    }
+
+    /// True when the feed answered at all. When false, the (empty) list
+    /// means nothing: it is not evidence that nothing changed.
+    #[must_use]
+    pub fn answered(&self) -> bool {
+        self.feed.is_answerable()
+    }
+
+    /// The only calm signal: answered, complete, and no changes.
+    #[must_use]
+    pub fn nothing_changed(&self) -> bool {
+        self.answered() && self.complete && self.changes.is_empty()
+    }
+
+    /// True when the feed has named an actor other than this agent.
+    #[must_use]
+    pub fn attributes(&self) -> bool {
+        self.feed.is_proven()
+    }
+
+    /// The changes to re-read rather than correct: every change whose actor
+    /// is not `Agent` (human, other, unknown), in order, duplicates kept.
+    /// Empty when the feed did not answer.
+    #[must_use]
+    pub fn defer_to(&self) -> Vec<&SurfaceChange> {
+        if !self.answered() {
+            return Vec::new();
+        }
+        self.changes
+            .iter()
+            .filter(|c| c.deserves_deference())
+            .collect()
+    }
+
+    /// Every handle, without duplicates, in first-seen order.
+    #[must_use]
+    pub fn handles(&self) -> Vec<&str> {
+        let mut seen = BTreeSet::new();
+        self.changes
+            .iter()
+            .map(SurfaceChange::handle)
+            .filter(|h| seen.insert(*h))
+            .collect()
+    }
+
+    /// What this answer establishes, in the reference's sentences.
+    ///
+    /// ```
+    /// use human_plus_core::{ChangeFeed, SurfaceChanges};
+    /// use serde_json::json;
+    ///
+    /// let a = SurfaceChanges::read_from(
+    ///     &json!({"changes": [{"id": "s1", "change": "updated"}], "partial": true}),
+    ///     ChangeFeed::Offered,
+    /// );
+    /// assert_eq!(
+    ///     a.describe(),
+    ///     "The surface reports 1 change(s) since the last marker. \
+    ///      The surface declared this answer PARTIAL, so some changes are not in it. \
+    ///      It has never named an actor, so who made these changes is not known here."
+    /// );
+    /// ```
+    #[must_use]
+    pub fn describe(&self) -> String {
+        if !self.answered() {
+            return self.feed.describe().to_owned();
+        }
+        let mut text = if self.changes.is_empty() {
+            "The surface reports no changes since the last marker.".to_owned()
+        } else {
+            format!(
+                "The surface reports {} change(s) since the last marker.",
+                self.changes.len()
+            )
+        };
+        if !self.complete {
+            text.push_str(
+                " The surface declared this answer PARTIAL, so some changes are not in it.",
+            );
+        }
+        if !self.attributes() {
+            text.push_str(
+                " It has never named an actor, so who made these changes is not known here.",
+            );
+        }
+        text
+    }
+
+    /// The same answer with every non-empty label replaced by
+    /// `frame(label)`, typically [`crate::ResultGuard::frame`]. Empty labels
+    /// are left empty.
+    ///
+    /// # Errors
+    /// The first error `frame` returns (for a guard: a label over budget).
+    pub fn with_framed_labels<E>(
+        mut self,
+        mut frame: impl FnMut(&str) -> Result<String, E>,
+    ) -> Result<SurfaceChanges, E> {
+        for change in &mut self.changes {
+            if !change.label.is_empty() {
+                change.label = frame(&change.label)?;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The conformance shape as compact JSON, keys in this order: `feed`,
+    /// `complete`, `answered`, `nothing_changed`, `attributes`, `revision`
+    /// (token or `null`), `changes` (`{handle, kind, actor, label}` each),
+    /// `defer_to` (handles), `handles`. Non-ASCII and `/` are written as
+    /// they are. The [`Serialize`] impl produces the same.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(160 + 64 * self.changes.len());
+        out.push_str("{\"feed\":\"");
+        out.push_str(self.feed.as_str());
+        out.push_str("\",\"complete\":");
+        out.push_str(bool_text(self.complete));
+        out.push_str(",\"answered\":");
+        out.push_str(bool_text(self.answered()));
+        out.push_str(",\"nothing_changed\":");
+        out.push_str(bool_text(self.nothing_changed()));
+        out.push_str(",\"attributes\":");
+        out.push_str(bool_text(self.attributes()));
+        out.push_str(",\"revision\":");
+        match &self.revision {
+            Some(revision) => push_json_string(&mut out, revision.token()),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"changes\":[");
+        for (i, change) in self.changes.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            change.write_json(&mut out);
+        }
+        out.push_str("],\"defer_to\":");
+        push_json_strings(
+            &mut out,
+            self.defer_to().into_iter().map(SurfaceChange::handle),
+        );
+        out.push_str(",\"handles\":");
+        push_json_strings(&mut out, self.handles());
+        out.push('}');
+        out
+    }
+}
+
+impl Serialize for SurfaceChanges {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let defer_to: Vec<&str> = self
+            .defer_to()
+            .into_iter()
+            .map(SurfaceChange::handle)
+            .collect();
+        let mut s = serializer.serialize_struct("SurfaceChanges", 9)?;
+        s.serialize_field("feed", &self.feed)?;
+        s.serialize_field("complete", &self.complete)?;
+        s.serialize_field("answered", &self.answered())?;
+        s.serialize_field("nothing_changed", &self.nothing_changed())?;
+        s.serialize_field("attributes", &self.attributes())?;
+        s.serialize_field(
+            "revision",
+            &self.revision.as_ref().map(SurfaceRevision::token),
+        )?;
+        s.serialize_field("changes", &self.changes)?;
+        s.serialize_field("defer_to", &defer_to)?;
+        s.serialize_field("handles", &self.handles())?;
+        s.end()
+    }
+}
+
+fn bool_text(b: bool) -> &'static str {
+    if b { "true" } else { "false" }
+}
+
+/// Appends a JSON array of strings.
+fn push_json_strings<'a>(out: &mut String, items: impl IntoIterator<Item = &'a str>) {
+    out.push('[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(out, item);
+    }
+    out.push(']');
+}
+
+/// Appends `s` as a JSON string, escaped as `serde_json` escapes it: `"`,
+/// `\` and control characters only (`\b \f \n \r \t`, others `\u00xx`);
+/// `/` and non-ASCII are written as they are.
+fn push_json_string(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let b = u32::from(c) as usize;
+                out.push_str("\\u00");
+                out.push(char::from(HEX[b >> 4]));
+                out.push(char::from(HEX[b & 0xf]));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }

@@ -37,8 +37,13 @@ pub enum Error {
     InvalidOwner,
     /// An attachment record was built with an empty or malformed id or
     /// client id.
-    #[error("Human+ attachment needs a non-empty id and client id of ASCII letters, digits, '_', '-', '.' or ':'.")]
+    #[error(
+        "Human+ attachment needs a non-empty id and client id of ASCII letters, digits, '_', '-', '.' or ':'."
+    )]
     InvalidAttachment,
+    /// Tool arguments must be a JSON object (or null, sent as `{}`).
+    #[error("Human+ tool arguments must be a JSON object.")]
+    InvalidArguments,
     /// No attachment is stored under this id.
     #[error("Human+ attachment does not exist.")]
     AttachmentMissing,
@@ -46,7 +51,9 @@ pub enum Error {
     #[error("{0}")]
     AttachmentUnauthorized(Unauthorized),
     /// The attachment is not `attached`; only `status` works on it.
-    #[error("Human+ attachment is [{0}]; create a new attachment to join another surface lifecycle.")]
+    #[error(
+        "Human+ attachment is [{0}]; create a new attachment to join another surface lifecycle."
+    )]
     NotAttached(AttachmentState),
     /// Local trust refused a tool, or a result exceeded its byte budget.
     #[error("{0}")]
@@ -126,6 +133,7 @@ impl Error {
             Error::InvalidInvitation(_) => "invalid_invitation",
             Error::InvalidOwner => "invalid_owner",
             Error::InvalidAttachment => "invalid_attachment",
+            Error::InvalidArguments => "invalid_arguments",
             Error::AttachmentMissing => "attachment_missing",
             Error::AttachmentUnauthorized(_) => "attachment_unauthorized",
             Error::NotAttached(_) => "attachment_not_attached",

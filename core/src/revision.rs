@@ -340,7 +340,10 @@ mod tests {
             Some("9007199254740993".into())
         );
         assert_eq!(parse(r#"{"revision":18446744073709551615}"#), None);
-        assert_eq!(parse(r#"{"revision":9007199254740991.0}"#), Some("9007199254740991".into()));
+        assert_eq!(
+            parse(r#"{"revision":9007199254740991.0}"#),
+            Some("9007199254740991".into())
+        );
     }
 
     #[test]

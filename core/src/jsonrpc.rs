@@ -1,0 +1,249 @@
+//! JSON-RPC 2.0 framing: request ids unique across clients, compact
+//! single-line frames, and correlation that ignores everything but the
+//! reply it waits for.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The MCP protocol revision this client speaks.
+pub const MCP_PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// The `clientInfo.name` sent in `initialize`.
+pub const CLIENT_NAME: &str = "human-plus-rs";
+
+/// The `clientInfo.version` sent in `initialize`: this crate's version.
+pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Mints request ids of the form `<client>-<nonce>-<n>`.
+///
+/// The Fancy relay routes a reply by its id, per session, last writer wins:
+/// two clients that both send id `1` receive each other's replies. The
+/// client id makes ids unique across attachments; the nonce (drawn per
+/// operation) makes them unique across workers that share one attachment;
+/// the counter makes them unique within an operation.
+///
+/// ```
+/// use human_plus_core::RequestIds;
+///
+/// let mut ids = RequestIds::new("rs_0123", "9f1c");
+/// assert_eq!(ids.next_id(), "rs_0123-9f1c-1");
+/// assert_eq!(ids.next_id(), "rs_0123-9f1c-2");
+/// ```
+#[derive(Debug, Clone)]
+pub struct RequestIds {
+    prefix: String,
+    next: u64,
+}
+
+impl RequestIds {
+    /// Ids for `client`, with a per-operation `nonce`.
+    #[must_use]
+    pub fn new(client: &str, nonce: &str) -> Self {
+        RequestIds {
+            prefix: format!("{client}-{nonce}-"),
+            next: 1,
+        }
+    }
+
+    /// The next id.
+    pub fn next_id(&mut self) -> String {
+        let id = format!("{}{}", self.prefix, self.next);
+        self.next += 1;
+        id
+    }
+}
+
+#[derive(Serialize)]
+struct RequestFrame<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a P>,
+}
+
+#[derive(Serialize)]
+struct NotificationFrame<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a P>,
+}
+
+/// Encodes a request as one compact line of JSON (the relay forwards the
+/// bytes verbatim after `data: `, so a newline would break the SSE frame).
+///
+/// ```
+/// use human_plus_core::encode_request;
+/// use serde_json::json;
+///
+/// let f = encode_request("c-n-1", "tools/call", Some(&json!({"name": "x", "arguments": {}})));
+/// assert_eq!(f, br#"{"jsonrpc":"2.0","id":"c-n-1","method":"tools/call","params":{"arguments":{},"name":"x"}}"#);
+/// ```
+#[must_use]
+pub fn encode_request<P: Serialize>(id: &str, method: &str, params: Option<&P>) -> Vec<u8> {
+    to_line(&RequestFrame {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+}
+
+/// Encodes a notification (no id) as one compact line of JSON.
+///
+/// ```
+/// use human_plus_core::encode_notification;
+///
+/// assert_eq!(
+///     encode_notification::<()>("notifications/initialized", None),
+///     br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+/// );
+/// ```
+#[must_use]
+pub fn encode_notification<P: Serialize>(method: &str, params: Option<&P>) -> Vec<u8> {
+    to_line(&NotificationFrame {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+}
+
+fn to_line<T: Serialize>(frame: &T) -> Vec<u8> {
+    // Serialising plain structs and JSON values into a Vec cannot fail:
+    // every map key is a string and there is no I/O.
+    serde_json::to_vec(frame).unwrap_or_default()
+}
+
+/// What a received frame means to an exchange waiting for `expected`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Correlation {
+    /// The reply: an object whose `id` is exactly the expected string and
+    /// that carries `result` or `error` and no `method`.
+    Reply(Value),
+    /// Anything else: notifications, requests, other ids (other clients'
+    /// replies included), batches, non-objects.
+    Ignore,
+}
+
+/// Correlates one received frame with the id an exchange waits for.
+///
+/// Only a string id equal to `expected` matches: `1`, `true` or `"1 "`
+/// never do. A batch is ignored (this client never batches, and the relay
+/// broadcasts batches to everyone).
+///
+/// ```
+/// use human_plus_core::{correlate, Correlation};
+/// use serde_json::json;
+///
+/// assert!(matches!(correlate(json!({"jsonrpc":"2.0","id":"c-1","result":{}}), "c-1"), Correlation::Reply(_)));
+/// assert_eq!(correlate(json!({"jsonrpc":"2.0","id":"c-2","result":{}}), "c-1"), Correlation::Ignore);
+/// assert_eq!(correlate(json!({"jsonrpc":"2.0","method":"notifications/peer_joined"}), "c-1"), Correlation::Ignore);
+/// ```
+#[must_use]
+pub fn correlate(frame: Value, expected: &str) -> Correlation {
+    let matches = frame.as_object().is_some_and(|o| {
+        o.get("id").and_then(Value::as_str) == Some(expected)
+            && !o.contains_key("method")
+            && (o.contains_key("result") || o.contains_key("error"))
+    });
+    if matches {
+        Correlation::Reply(frame)
+    } else {
+        Correlation::Ignore
+    }
+}
+
+/// Correlates raw frame bytes without building a JSON value for frames that
+/// cannot be the reply (a cheap substring test on the id comes first).
+#[must_use]
+pub fn correlate_bytes(frame: &[u8], expected: &str) -> Correlation {
+    if !contains(frame, expected.as_bytes()) {
+        return Correlation::Ignore;
+    }
+    match serde_json::from_slice::<Value>(frame) {
+        Ok(v) => correlate(v, expected),
+        Err(_) => Correlation::Ignore,
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    if needle.is_empty() {
+        return true;
+    }
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let mut start = 0;
+    while let Some(pos) = haystack
+        .get(start..)
+        .and_then(|h| h.iter().position(|&b| b == first))
+    {
+        let at = start + pos;
+        if haystack
+            .get(at + 1..at + needle.len())
+            .is_some_and(|w| w == rest)
+        {
+            return true;
+        }
+        start = at + 1;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn frames_are_single_line_even_with_newlines_in_strings() {
+        let f = encode_request("a-b-1", "tools/call", Some(&json!({"text": "two\nlines"})));
+        assert!(!f.contains(&b'\n'));
+        let v: Value = serde_json::from_slice(&f).unwrap();
+        assert_eq!(v["params"]["text"], "two\nlines");
+    }
+
+    #[test]
+    fn correlation_is_strict() {
+        let id = "rs_1-ab-3";
+        assert!(matches!(
+            correlate(json!({"id": id, "error": {"code": 1}}), id),
+            Correlation::Reply(_)
+        ));
+        for other in [
+            json!({"id": 3, "result": {}}),
+            json!({"id": "rs_1-ab-3 ", "result": {}}),
+            json!({"id": id}),
+            json!({"id": id, "method": "x", "result": {}}),
+            json!([{"id": id, "result": {}}]),
+            json!("rs_1-ab-3"),
+            json!(null),
+        ] {
+            assert_eq!(correlate(other.clone(), id), Correlation::Ignore, "{other}");
+        }
+    }
+
+    #[test]
+    fn byte_correlation_skips_garbage() {
+        let id = "c-n-1";
+        assert!(matches!(
+            correlate_bytes(br#"{"jsonrpc":"2.0","id":"c-n-1","result":{}}"#, id),
+            Correlation::Reply(_)
+        ));
+        assert_eq!(correlate_bytes(b"c-n-1 not json", id), Correlation::Ignore);
+        assert_eq!(
+            correlate_bytes(br#"{"id":"c-n-2","result":{}}"#, id),
+            Correlation::Ignore
+        );
+        assert!(contains(b"abcabd", b"abd"));
+        assert!(!contains(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn ids_are_unique_per_client_and_nonce() {
+        let mut a = RequestIds::new("rs_a", "01");
+        let mut b = RequestIds::new("rs_b", "01");
+        assert_ne!(a.next_id(), b.next_id());
+    }
+}

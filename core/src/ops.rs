@@ -1,0 +1,1144 @@
+//! Every manager operation as a sans-IO state machine over the attachment
+//! record.
+//!
+//! A runtime builds an [`Operation`] from the stored record, drains
+//! [`Operation::poll_transmit`] and performs the requests, feeds the
+//! responses back through the `handle_*` methods, sleeps until
+//! [`Operation::poll_timeout`], and repeats until
+//! [`Operation::poll_outcome`] yields the [`Outcome`]: the result, the record
+//! to store (if it changed) and the generation the store must still hold.
+//!
+//! Drain order after every input: `poll_transmit` until `None`, then
+//! `poll_outcome`, then `poll_timeout`.
+
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use crate::attachment::{AttachmentState, SurfaceAttachment};
+use crate::changes::{SurfaceChanges, is_change_feed_tool};
+use crate::endpoint::{EgressPolicy, RelayEndpoint};
+use crate::entropy::{Entropy, random_id};
+use crate::error::{
+    ConflictDetectionUnavailable, Error, ProtocolError, SurfaceChangedUnderYou, SurfaceError,
+    ToolRefusal, Unauthorized,
+};
+use crate::exchange::{Exchange, Io, PostTarget};
+use crate::guard::ResultGuard;
+use crate::invitation::{Activity, Participant, SurfaceInvitation};
+use crate::jsonrpc::{
+    CLIENT_NAME, CLIENT_VERSION, MCP_PROTOCOL_VERSION, RequestIds, encode_notification,
+    encode_request,
+};
+use crate::owner::OwnerKey;
+use crate::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
+use crate::tool::ToolDefinition;
+use crate::trust::{TrustPolicy, Withheld};
+use crate::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
+
+/// Everything a manager is configured with: egress, transport, trust,
+/// framing and the two opt-ins.
+///
+/// ```
+/// use human_plus_core::{EgressPolicy, ManagerConfig, TrustPolicy};
+///
+/// let config = ManagerConfig::new(
+///     EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128"),
+///     TrustPolicy::allowing(["sheet_read"], [("sheet_read", "sha256:5ab496568589a2e1901b1b49c27b22bc")]),
+/// );
+/// assert!(!config.require_revision);
+/// assert!(!config.unregister_on_detach);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    /// The egress policy every relay URL and address passes.
+    pub egress: EgressPolicy,
+    /// How exchanges run.
+    pub transport: TransportConfig,
+    /// Which tools are admitted.
+    pub trust: TrustPolicy,
+    /// How results are bounded and framed.
+    pub guard: ResultGuard,
+    /// Refuse calls to a surface observed to mint no revision.
+    pub require_revision: bool,
+    /// POST `unregister` on detach. Off by default: on the Fancy relay any
+    /// token holder's `unregister` ends the session for the person's page
+    /// and every other agent.
+    pub unregister_on_detach: bool,
+}
+
+impl ManagerConfig {
+    /// A configuration with default transport and guard, revision not
+    /// required, and no `unregister` on detach.
+    #[must_use]
+    pub fn new(egress: EgressPolicy, trust: TrustPolicy) -> Self {
+        ManagerConfig {
+            egress,
+            transport: TransportConfig::default(),
+            trust,
+            guard: ResultGuard::default(),
+            require_revision: false,
+            unregister_on_detach: false,
+        }
+    }
+
+    /// Sets the transport configuration.
+    #[must_use]
+    pub fn transport(mut self, transport: TransportConfig) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Sets the result guard.
+    #[must_use]
+    pub fn guard(mut self, guard: ResultGuard) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Sets `require_revision`.
+    #[must_use]
+    pub fn require_revision(mut self, on: bool) -> Self {
+        self.require_revision = on;
+        self
+    }
+
+    /// Sets `unregister_on_detach`.
+    #[must_use]
+    pub fn unregister_on_detach(mut self, on: bool) -> Self {
+        self.unregister_on_detach = on;
+        self
+    }
+}
+
+/// Which attachments have completed the MCP `initialize` handshake, held by
+/// the runtime across operations.
+///
+/// It is keyed on the attachment id and client id, not on the generation:
+/// every revision write bumps the generation, so a generation key would
+/// re-initialise after every minted revision. An entry is dropped when the
+/// attachment meets a terminal answer.
+#[derive(Debug, Clone, Default)]
+pub struct InitCache {
+    done: BTreeSet<(String, String)>,
+}
+
+impl InitCache {
+    /// An empty cache.
+    #[must_use]
+    pub fn new() -> Self {
+        InitCache::default()
+    }
+
+    /// Whether `record` has been initialised.
+    #[must_use]
+    pub fn contains(&self, record: &SurfaceAttachment) -> bool {
+        self.done
+            .contains(&(record.id().to_owned(), record.client_id().to_owned()))
+    }
+
+    /// Applies an outcome's [`InitUpdate`] for `record`.
+    pub fn apply(&mut self, record: &SurfaceAttachment, update: InitUpdate) {
+        let key = (record.id().to_owned(), record.client_id().to_owned());
+        self.apply_key(&key, update);
+    }
+
+    fn apply_key(&mut self, key: &(String, String), update: InitUpdate) {
+        let key = key.clone();
+        match update {
+            InitUpdate::Keep => {}
+            InitUpdate::Set => {
+                self.done.insert(key);
+            }
+            InitUpdate::Clear => {
+                self.done.remove(&key);
+            }
+        }
+    }
+
+    /// How many attachments are initialised.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Whether none is.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+}
+
+/// What an operation learnt about initialisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitUpdate {
+    /// Nothing changed.
+    Keep,
+    /// `initialize` completed.
+    Set,
+    /// The attachment is terminal; forget it.
+    Clear,
+}
+
+/// The tools discovery admitted, and what it withheld.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Discovery {
+    /// The admitted tools, in surface order.
+    pub tools: Vec<ToolDefinition>,
+    /// Tools whose name the policy refused, with the reason, in surface order.
+    pub withheld: Vec<Withheld>,
+    /// Listed entries too malformed to be tools at all (no usable name, or
+    /// a schema that is not an object).
+    pub malformed: usize,
+}
+
+/// The result of a tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The result text, bounded and framed as untrusted data.
+    pub text: String,
+    /// The revision the call was pinned to.
+    pub pinned: Option<SurfaceRevision>,
+    /// The revision the result carried (now stored), if any.
+    pub revision: Option<SurfaceRevision>,
+    /// The result carried a revision marker over 512 bytes: the result is
+    /// returned, but the marker was not stored.
+    pub revision_refused: bool,
+}
+
+/// What an operation produced, and what the runtime must store.
+#[derive(Debug)]
+pub struct Outcome<T> {
+    /// The operation's result.
+    pub result: Result<T, Error>,
+    /// The record to store, when it changed. Store it with a
+    /// compare-and-set on [`Outcome::expected_generation`].
+    pub record: Option<SurfaceAttachment>,
+    /// The generation the stored record must still have.
+    pub expected_generation: u64,
+    /// What to do to the [`InitCache`].
+    pub init: InitUpdate,
+    /// The attachment and client ids the init update is for.
+    init_key: (String, String),
+}
+
+impl<T> Outcome<T> {
+    /// Settles the outcome once the record (if any) was stored: applies
+    /// the init update to `init` and returns the result. When storing
+    /// failed, pass that error as `stored`: it replaces the result (the
+    /// operation's effect on the surface happened, but its record was not
+    /// kept, which the caller must know).
+    ///
+    /// # Errors
+    /// The operation's error, or the store's.
+    pub fn settle(self, init: &mut InitCache, stored: Result<(), Error>) -> Result<T, Error> {
+        init.apply_key(&self.init_key, self.init);
+        stored?;
+        self.result
+    }
+}
+
+/// Validates the invitation against the egress policy and mints a new
+/// attachment record. No network.
+///
+/// ```
+/// use human_plus_core::*;
+///
+/// let inv = SurfaceInvitation::new("https://relay.fancy.example", "demo_001", "0123456789abcdef", "sheet:one", "sheets")?;
+/// let policy = EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128");
+/// let a = attach(&OwnerKey::of("session:one")?, inv, Participant::new("agent-1", "Assistant", "#7c3aed"), &policy, &mut SeededEntropy::new(1))?;
+/// assert!(a.is_attached());
+///
+/// let hostile = SurfaceInvitation::new("https://169.254.169.254", "demo_001", "0123456789abcdef", "s", "a")?;
+/// let err = attach(&OwnerKey::of("o")?, hostile, Participant::new("a", "A", "#000"), &EgressPolicy::new(["169.254.169.254"]).egress_proxy("http://p:3128"), &mut SeededEntropy::new(1));
+/// assert_eq!(err.unwrap_err().code(), "egress_refused");
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::EgressRefused`] when the policy refuses the relay URL.
+pub fn attach(
+    owner: &OwnerKey,
+    invitation: SurfaceInvitation,
+    participant: Participant,
+    egress: &EgressPolicy,
+    entropy: &mut dyn Entropy,
+) -> Result<SurfaceAttachment, Error> {
+    let record = SurfaceAttachment::mint(owner.clone(), invitation, participant, entropy);
+    RelayEndpoint::new(record.invitation(), record.client_id(), egress)?;
+    Ok(record)
+}
+
+/// The record, in any state, after checking the owner. No network.
+///
+/// # Errors
+/// [`Error::AttachmentUnauthorized`] for another owner.
+pub fn status<'a>(
+    record: &'a SurfaceAttachment,
+    owner: &OwnerKey,
+) -> Result<&'a SurfaceAttachment, Error> {
+    record.check_owner(owner)?;
+    Ok(record)
+}
+
+/// What has been observed of the surface's conflict detection. No network.
+///
+/// # Errors
+/// [`Error::AttachmentUnauthorized`] or [`Error::NotAttached`].
+pub fn conflict_detection(
+    record: &SurfaceAttachment,
+    owner: &OwnerKey,
+) -> Result<ConflictDetection, Error> {
+    record.require(owner)?;
+    Ok(record.conflict_detection())
+}
+
+#[derive(Debug)]
+enum Kind {
+    Tools,
+    Call { tool: String, arguments: Value },
+    Changes,
+    Announce { frame: Vec<u8> },
+    Detach,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Initialize,
+    Initialized,
+    List,
+    Act,
+    Done,
+}
+
+/// The typed result of an operation kind: [`Discovery`], [`CallResult`],
+/// [`SurfaceChanges`], `()` or [`SurfaceAttachment`]. Sealed.
+pub trait OperationOutput: Sized + sealed::Sealed {}
+
+impl<T: sealed::Sealed> OperationOutput for T {}
+
+mod sealed {
+    /// What any operation yields before it is typed.
+    #[derive(Debug)]
+    #[allow(clippy::large_enum_variant)] // built once per operation
+    pub enum Produced {
+        Tools(super::Discovery),
+        Call(super::CallResult),
+        Changes(crate::changes::SurfaceChanges),
+        Announced,
+        Detached(crate::attachment::SurfaceAttachment),
+    }
+
+    pub trait Sealed: Sized {
+        fn from_produced(p: Produced) -> Option<Self>;
+    }
+}
+
+use sealed::{Produced, Sealed};
+
+impl Sealed for Discovery {
+    fn from_produced(p: Produced) -> Option<Self> {
+        match p {
+            Produced::Tools(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+impl Sealed for CallResult {
+    fn from_produced(p: Produced) -> Option<Self> {
+        match p {
+            Produced::Call(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+impl Sealed for SurfaceChanges {
+    fn from_produced(p: Produced) -> Option<Self> {
+        match p {
+            Produced::Changes(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+impl Sealed for () {
+    fn from_produced(p: Produced) -> Option<Self> {
+        match p {
+            Produced::Announced => Some(()),
+            _ => None,
+        }
+    }
+}
+
+impl Sealed for SurfaceAttachment {
+    fn from_produced(p: Produced) -> Option<Self> {
+        match p {
+            Produced::Detached(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// One manager operation in progress. `T` is what it produces:
+/// [`Discovery`] (`tools`), [`CallResult`] (`call`), [`SurfaceChanges`]
+/// (`changes_since`), `()` (`announce`) or [`SurfaceAttachment`] (`detach`).
+pub struct Operation<T> {
+    machine: Machine,
+    _output: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for Operation<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operation")
+            .field("kind", &self.machine.kind)
+            .field("step", &self.machine.step)
+            .field("attachment", &self.machine.record.id())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Machine {
+    kind: Kind,
+    record: SurfaceAttachment,
+    loaded_generation: u64,
+    io: Io,
+    trust: TrustPolicy,
+    guard: ResultGuard,
+    require_revision: bool,
+    entropy: Box<dyn Entropy + Send>,
+    ids: RequestIds,
+    step: Step,
+    exchange: Option<Exchange>,
+    init: InitUpdate,
+    listed: Vec<ToolDefinition>,
+    malformed: usize,
+    pages: usize,
+    cursor: Option<String>,
+    discovery: Option<Discovery>,
+    /// The tool acted on (call) or the feed tool (changes).
+    acting_tool: Option<String>,
+    pinned: Option<SurfaceRevision>,
+    result: Option<Result<Produced, Error>>,
+    delivered: bool,
+}
+
+impl<T: OperationOutput> Operation<T> {
+    fn start(
+        kind: Kind,
+        record: SurfaceAttachment,
+        owner: &OwnerKey,
+        config: &ManagerConfig,
+        init: &InitCache,
+        mut entropy: Box<dyn Entropy + Send>,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        record.require(owner)?;
+        if matches!(kind, Kind::Tools | Kind::Call { .. } | Kind::Changes) {
+            config.trust.assert_declared()?;
+        }
+        let endpoint = RelayEndpoint::new(record.invitation(), record.client_id(), &config.egress)?;
+        let nonce = random_id(entropy.as_mut(), "", 4);
+        let ids = RequestIds::new(record.client_id(), &nonce);
+        let initialized = init.contains(&record);
+        let loaded_generation = record.generation();
+        let mut machine = Machine {
+            kind,
+            record,
+            loaded_generation,
+            io: Io::new(endpoint, config.transport.clone()),
+            trust: config.trust.clone(),
+            guard: config.guard,
+            require_revision: config.require_revision,
+            entropy,
+            ids,
+            step: Step::Initialize,
+            exchange: None,
+            init: InitUpdate::Keep,
+            listed: Vec::new(),
+            malformed: 0,
+            pages: 0,
+            cursor: None,
+            discovery: None,
+            acting_tool: None,
+            pinned: None,
+            result: None,
+            delivered: false,
+        };
+        machine.begin(initialized, config.unregister_on_detach, now);
+        Ok(Operation {
+            machine,
+            _output: PhantomData,
+        })
+    }
+
+    /// The next HTTP intent to perform (or to cancel).
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.machine.io.transmits.pop_front()
+    }
+
+    /// When the operation next needs [`Operation::handle_timeout`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.machine.result.is_some() {
+            return None;
+        }
+        self.machine
+            .exchange
+            .as_ref()
+            .and_then(Exchange::poll_timeout)
+    }
+
+    /// The relay endpoint: the runtime vets resolved addresses through
+    /// [`RelayEndpoint::vet_resolved`] and connects only to those.
+    #[must_use]
+    pub fn endpoint(&self) -> &RelayEndpoint {
+        &self.machine.io.endpoint
+    }
+
+    /// The response head of `request` arrived.
+    pub fn handle_head(&mut self, request: RequestId, status: u16, now: Instant) {
+        if let Some(x) = self.machine.exchange.as_mut() {
+            x.handle_head(&mut self.machine.io, request, status, now);
+        }
+        self.machine.advance(now);
+    }
+
+    /// A chunk of the response body of `request` arrived.
+    pub fn handle_body(&mut self, request: RequestId, chunk: &[u8], now: Instant) {
+        if let Some(x) = self.machine.exchange.as_mut() {
+            x.handle_body(&mut self.machine.io, request, chunk, now);
+        }
+        self.machine.advance(now);
+    }
+
+    /// The response body of `request` ended.
+    pub fn handle_end(&mut self, request: RequestId, now: Instant) {
+        if let Some(x) = self.machine.exchange.as_mut() {
+            x.handle_end(&mut self.machine.io, request, now);
+        }
+        self.machine.advance(now);
+    }
+
+    /// `request` failed before or while its response arrived (DNS, connect,
+    /// TLS, proxy, I/O, or an egress refusal of its resolved addresses).
+    pub fn handle_error(&mut self, request: RequestId, error: Error, now: Instant) {
+        if let Some(x) = self.machine.exchange.as_mut() {
+            x.handle_error(&mut self.machine.io, request, error);
+        }
+        self.machine.advance(now);
+    }
+
+    /// Feeds one [`HttpEvent`] of `request` (a convenience over the
+    /// `handle_*` methods for runtimes that queue events).
+    pub fn handle_event(&mut self, request: RequestId, event: HttpEvent, now: Instant) {
+        match event {
+            HttpEvent::Head(status) => self.handle_head(request, status, now),
+            HttpEvent::Body(chunk) => self.handle_body(request, &chunk, now),
+            HttpEvent::End => self.handle_end(request, now),
+            HttpEvent::Failed(error) => self.handle_error(request, error, now),
+        }
+    }
+
+    /// Time passed: `now` is at or after [`Operation::poll_timeout`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(x) = self.machine.exchange.as_mut() {
+            x.handle_timeout(&mut self.machine.io, now);
+        }
+        self.machine.advance(now);
+    }
+
+    /// Whether the outcome is ready.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.machine.result.is_some() && !self.machine.delivered
+    }
+
+    /// The outcome, once, when the operation is finished. Any request still
+    /// open has been cancelled through [`Operation::poll_transmit`] first.
+    pub fn poll_outcome(&mut self) -> Option<Outcome<T>> {
+        if self.machine.delivered || !self.machine.io.transmits.is_empty() {
+            return None;
+        }
+        let result = self.machine.result.take()?;
+        self.machine.delivered = true;
+        let record = (self.machine.record.generation() != self.machine.loaded_generation)
+            .then(|| self.machine.record.clone());
+        let result = result.and_then(|p| {
+            T::from_produced(p).ok_or(Error::Protocol(ProtocolError::MalformedResult))
+        });
+        Some(Outcome {
+            result,
+            record,
+            expected_generation: self.machine.loaded_generation,
+            init: self.machine.init,
+            init_key: (
+                self.machine.record.id().to_owned(),
+                self.machine.record.client_id().to_owned(),
+            ),
+        })
+    }
+}
+
+impl Operation<Discovery> {
+    /// `tools`: initialise if needed, list the surface's tools (following
+    /// `nextCursor`), and admit them through the trust policy.
+    ///
+    /// # Errors
+    /// The owner check, the state check, undeclared trust and the egress
+    /// policy are decided here, before any request exists.
+    pub fn tools(
+        record: SurfaceAttachment,
+        owner: &OwnerKey,
+        config: &ManagerConfig,
+        init: &InitCache,
+        entropy: Box<dyn Entropy + Send>,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        Self::start(Kind::Tools, record, owner, config, init, entropy, now)
+    }
+}
+
+impl Operation<CallResult> {
+    /// `call`: discover, check the tool was admitted, then `tools/call`
+    /// pinned to the stored revision (`params._meta.revision`), reads
+    /// included. `arguments` must be a JSON object or null (sent as `{}`).
+    ///
+    /// # Errors
+    /// As [`Operation::tools`], and [`Error::InvalidArguments`] for
+    /// arguments that are not an object.
+    #[allow(clippy::too_many_arguments)]
+    pub fn call(
+        record: SurfaceAttachment,
+        owner: &OwnerKey,
+        tool: &str,
+        arguments: Value,
+        config: &ManagerConfig,
+        init: &InitCache,
+        entropy: Box<dyn Entropy + Send>,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        let arguments = match arguments {
+            Value::Null => Value::Object(Map::new()),
+            Value::Object(m) => Value::Object(m),
+            _ => return Err(Error::InvalidArguments),
+        };
+        Self::start(
+            Kind::Call {
+                tool: tool.to_owned(),
+                arguments,
+            },
+            record,
+            owner,
+            config,
+            init,
+            entropy,
+            now,
+        )
+    }
+}
+
+impl Operation<SurfaceChanges> {
+    /// `changes_since`: discover, find the admitted feed tool, call it with
+    /// `{"since": <stored revision>}` (pinned like any call) and read the
+    /// answer.
+    ///
+    /// # Errors
+    /// As [`Operation::tools`].
+    pub fn changes_since(
+        record: SurfaceAttachment,
+        owner: &OwnerKey,
+        config: &ManagerConfig,
+        init: &InitCache,
+        entropy: Box<dyn Entropy + Send>,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        Self::start(Kind::Changes, record, owner, config, init, entropy, now)
+    }
+}
+
+impl Operation<()> {
+    /// `announce`: POST a `notifications/human-plus/activity` notification;
+    /// wait for nothing but the POST's status.
+    ///
+    /// # Errors
+    /// The owner and state checks and the egress policy.
+    pub fn announce(
+        record: SurfaceAttachment,
+        owner: &OwnerKey,
+        activity: &Activity,
+        config: &ManagerConfig,
+        entropy: Box<dyn Entropy + Send>,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        let params = activity.params(record.participant(), record.invitation());
+        let frame = encode_notification("notifications/human-plus/activity", Some(&params));
+        Self::start(
+            Kind::Announce { frame },
+            record,
+            owner,
+            config,
+            &InitCache::new(),
+            entropy,
+            now,
+        )
+    }
+}
+
+impl Operation<SurfaceAttachment> {
+    /// `detach`: moves the attachment to `detached`. Sends nothing unless
+    /// [`ManagerConfig::unregister_on_detach`] is set, in which case it
+    /// POSTs `unregister` first (a gone session counts as success).
+    ///
+    /// # Errors
+    /// The owner and state checks and the egress policy.
+    pub fn detach(
+        record: SurfaceAttachment,
+        owner: &OwnerKey,
+        config: &ManagerConfig,
+        entropy: Box<dyn Entropy + Send>,
+        now: Instant,
+    ) -> Result<Self, Error> {
+        Self::start(
+            Kind::Detach,
+            record,
+            owner,
+            config,
+            &InitCache::new(),
+            entropy,
+            now,
+        )
+    }
+}
+
+impl Machine {
+    fn begin(&mut self, initialized: bool, unregister: bool, now: Instant) {
+        match &self.kind {
+            Kind::Announce { frame } => {
+                let frame = frame.clone();
+                self.step = Step::Act;
+                self.exchange = Some(Exchange::post_only(
+                    &mut self.io,
+                    PostTarget::Inbox,
+                    Some(frame),
+                    now,
+                ));
+            }
+            Kind::Detach => {
+                self.step = Step::Act;
+                if unregister {
+                    self.exchange = Some(Exchange::post_only(
+                        &mut self.io,
+                        PostTarget::Unregister,
+                        None,
+                        now,
+                    ));
+                } else {
+                    self.record.transition(AttachmentState::Detached);
+                    self.step = Step::Done;
+                    self.result = Some(Ok(Produced::Detached(self.record.clone())));
+                }
+            }
+            Kind::Tools | Kind::Call { .. } | Kind::Changes => {
+                if initialized {
+                    self.start_list(now);
+                } else {
+                    self.step = Step::Initialize;
+                    let params = json!({
+                        "protocolVersion": MCP_PROTOCOL_VERSION,
+                        "capabilities": {},
+                        "clientInfo": {"name": CLIENT_NAME, "version": CLIENT_VERSION},
+                    });
+                    self.request("initialize", Some(&params), now);
+                }
+            }
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Option<&Value>, now: Instant) {
+        let id = self.ids.next_id();
+        let frame = encode_request(&id, method, params);
+        self.exchange = Some(Exchange::request(&mut self.io, id, frame, now));
+    }
+
+    fn start_list(&mut self, now: Instant) {
+        self.step = Step::List;
+        let params = self.cursor.as_ref().map(|c| json!({ "cursor": c }));
+        self.request("tools/list", params.as_ref(), now);
+    }
+
+    /// Moves the program on when the current exchange is done.
+    fn advance(&mut self, now: Instant) {
+        loop {
+            if self.result.is_some() {
+                return;
+            }
+            let Some(x) = self.exchange.as_mut() else {
+                return;
+            };
+            if !x.is_done() {
+                return;
+            }
+            let Some(r) = x.take_result() else {
+                return;
+            };
+            self.exchange = None;
+            self.on_exchange(r, now);
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        match &error {
+            Error::SurfaceUnavailable => {
+                self.record.transition(AttachmentState::SurfaceUnavailable);
+                self.init = InitUpdate::Clear;
+            }
+            Error::AttachmentUnauthorized(Unauthorized::Relay) => {
+                self.record
+                    .transition(AttachmentState::AttachmentUnauthorized);
+                self.init = InitUpdate::Clear;
+            }
+            _ => {}
+        }
+        self.step = Step::Done;
+        self.result = Some(Err(error));
+    }
+
+    fn succeed(&mut self, p: Produced) {
+        self.step = Step::Done;
+        self.result = Some(Ok(p));
+    }
+
+    fn on_exchange(&mut self, r: Result<Value, Error>, now: Instant) {
+        match self.step {
+            Step::Initialize => match r.and_then(|reply| self.rpc_result(reply, "initialize")) {
+                Ok(result) => {
+                    let version = result.get("protocolVersion");
+                    if version.and_then(Value::as_str) != Some(MCP_PROTOCOL_VERSION) {
+                        let shown = version.and_then(|v| match v {
+                            Value::String(s) => Some(s.clone()),
+                            Value::Number(n) => Some(n.to_string()),
+                            Value::Bool(b) => Some(b.to_string()),
+                            _ => None,
+                        });
+                        self.fail(Error::Protocol(ProtocolError::UnsupportedProtocolVersion(
+                            shown,
+                        )));
+                        return;
+                    }
+                    self.step = Step::Initialized;
+                    let frame = encode_notification::<()>("notifications/initialized", None);
+                    self.exchange = Some(Exchange::post_only(
+                        &mut self.io,
+                        PostTarget::Inbox,
+                        Some(frame),
+                        now,
+                    ));
+                }
+                Err(e) => self.fail(e),
+            },
+            Step::Initialized => match r {
+                Ok(_) => {
+                    self.init = InitUpdate::Set;
+                    self.start_list(now);
+                }
+                Err(e) => self.fail(e),
+            },
+            Step::List => match r.and_then(|reply| self.rpc_result(reply, "tools/list")) {
+                Ok(result) => self.on_listed(&result, now),
+                Err(e) => self.fail(e),
+            },
+            Step::Act => self.on_acted(r),
+            Step::Done => {}
+        }
+    }
+
+    fn on_listed(&mut self, result: &Value, now: Instant) {
+        let Some(entries) = result.get("tools").and_then(Value::as_array) else {
+            self.fail(Error::Protocol(ProtocolError::MalformedToolsList));
+            return;
+        };
+        for entry in entries {
+            match ToolDefinition::from_listing(entry) {
+                Ok(t) => self.listed.push(t),
+                Err(_) => self.malformed += 1,
+            }
+        }
+        self.pages += 1;
+        let next = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        if let Some(cursor) = next {
+            if self.pages >= self.io.config.max_tool_pages {
+                self.fail(Error::Protocol(ProtocolError::TooManyPages(
+                    self.io.config.max_tool_pages,
+                )));
+                return;
+            }
+            self.cursor = Some(cursor);
+            self.start_list(now);
+            return;
+        }
+        let listed = std::mem::take(&mut self.listed);
+        let admission = match self.trust.admit(listed) {
+            Ok(a) => a,
+            Err(e) => {
+                self.fail(e);
+                return;
+            }
+        };
+        let offered = admission
+            .admitted
+            .iter()
+            .any(|t| is_change_feed_tool(t.name()));
+        self.record.observe_change_feed(offered);
+        let discovery = Discovery {
+            tools: admission.admitted,
+            withheld: admission.withheld,
+            malformed: self.malformed,
+        };
+        match &self.kind {
+            Kind::Tools => self.succeed(Produced::Tools(discovery)),
+            Kind::Call { tool, arguments } => {
+                let tool = tool.clone();
+                let arguments = arguments.clone();
+                if !discovery.tools.iter().any(|t| t.name() == tool) {
+                    self.fail(Error::ToolRefused(ToolRefusal::NotOffered(tool)));
+                    return;
+                }
+                if self.require_revision
+                    && self.record.conflict_detection() == ConflictDetection::Unavailable
+                {
+                    self.fail(Error::ConflictDetectionUnavailable(
+                        ConflictDetectionUnavailable::new(
+                            self.record.invitation().surface_id(),
+                            &tool,
+                        ),
+                    ));
+                    return;
+                }
+                self.discovery = Some(discovery);
+                self.call_tool(tool, arguments, now);
+            }
+            Kind::Changes => {
+                let feed = discovery
+                    .tools
+                    .iter()
+                    .find(|t| is_change_feed_tool(t.name()))
+                    .map(|t| t.name().to_owned());
+                self.discovery = Some(discovery);
+                match feed {
+                    None => self.succeed(Produced::Changes(SurfaceChanges::unavailable())),
+                    Some(feed) => {
+                        let mut args = Map::new();
+                        if let Some(rev) = self.record.revision() {
+                            args.insert("since".to_owned(), Value::String(rev.token().to_owned()));
+                        }
+                        self.call_tool(feed, Value::Object(args), now);
+                    }
+                }
+            }
+            Kind::Announce { .. } | Kind::Detach => {}
+        }
+    }
+
+    fn call_tool(&mut self, tool: String, arguments: Value, now: Instant) {
+        self.step = Step::Act;
+        self.pinned = self.record.revision().cloned();
+        let mut params = Map::new();
+        params.insert("name".to_owned(), Value::String(tool.clone()));
+        params.insert("arguments".to_owned(), arguments);
+        if let Some(rev) = &self.pinned {
+            params.insert("_meta".to_owned(), json!({ "revision": rev.token() }));
+        }
+        self.acting_tool = Some(tool);
+        self.request("tools/call", Some(&Value::Object(params)), now);
+    }
+
+    fn on_acted(&mut self, r: Result<Value, Error>) {
+        match &self.kind {
+            Kind::Announce { .. } => match r {
+                Ok(_) => self.succeed(Produced::Announced),
+                Err(e) => self.fail(e),
+            },
+            Kind::Detach => match r {
+                Ok(_) => {
+                    self.record.transition(AttachmentState::Detached);
+                    let record = self.record.clone();
+                    self.succeed(Produced::Detached(record));
+                }
+                Err(e) => self.fail(e),
+            },
+            Kind::Call { .. } | Kind::Changes => {
+                let tool = self.acting_tool.clone().unwrap_or_default();
+                let result = r.and_then(|reply| self.rpc_result(reply, &tool));
+                match result {
+                    Err(Error::RevisionRejected) => {
+                        self.record.observe_enforcement();
+                        let pinned = self.pinned.clone();
+                        self.fail(Error::SurfaceChangedUnderYou(SurfaceChangedUnderYou::new(
+                            tool, pinned,
+                        )));
+                    }
+                    Err(e) => self.fail(e),
+                    Ok(result) => {
+                        if matches!(self.kind, Kind::Call { .. }) {
+                            self.on_called(&tool, &result);
+                        } else {
+                            self.on_feed(&tool, &result);
+                        }
+                    }
+                }
+            }
+            Kind::Tools => {}
+        }
+    }
+
+    fn on_called(&mut self, tool: &str, result: &Value) {
+        let mut revision_refused = false;
+        let revision = match SurfaceRevision::from_result(result, tool) {
+            Ok(Some(rev)) => {
+                self.record.record_revision(rev.clone());
+                Some(rev)
+            }
+            Ok(None) => {
+                self.record.observe_no_revision();
+                None
+            }
+            Err(_) => {
+                // The tool ran; the result is returned, the marker is not
+                // stored, and the outcome says so.
+                revision_refused = true;
+                None
+            }
+        };
+        let text = result_text(result);
+        let framed = match self.frame(tool, &text) {
+            Ok(f) => f,
+            Err(e) => {
+                self.fail(e);
+                return;
+            }
+        };
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            self.fail(Error::ToolFailed { framed });
+            return;
+        }
+        self.succeed(Produced::Call(CallResult {
+            text: framed,
+            pinned: self.pinned.clone(),
+            revision,
+            revision_refused,
+        }));
+    }
+
+    fn on_feed(&mut self, tool: &str, result: &Value) {
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            // A feed that failed must never read as "nothing changed".
+            let text = result_text(result);
+            match self.frame(tool, &text) {
+                Ok(framed) => self.fail(Error::ToolFailed { framed }),
+                Err(e) => self.fail(e),
+            }
+            return;
+        }
+        let answer = SurfaceChanges::read_from(result, self.record.change_feed());
+        if let Some(rev) = answer.revision() {
+            let rev = SurfaceRevision::observed(rev.token(), tool).unwrap_or_else(|_| rev.clone());
+            self.record.record_revision(rev);
+        }
+        if answer.attributes() {
+            self.record.observe_attribution();
+        }
+        let surface = self.record.invitation().surface_id().to_owned();
+        let guard = self.guard;
+        let entropy = &mut self.entropy;
+        let framed =
+            answer.with_framed_labels(|label| guard.frame(&surface, tool, label, entropy.as_mut()));
+        match framed {
+            Ok(a) => self.succeed(Produced::Changes(a)),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn frame(&mut self, tool: &str, text: &str) -> Result<String, Error> {
+        let surface = self.record.invitation().surface_id().to_owned();
+        self.guard
+            .frame(&surface, tool, text, self.entropy.as_mut())
+    }
+
+    /// Interprets a correlated JSON-RPC reply.
+    fn rpc_result(&mut self, reply: Value, context: &str) -> Result<Value, Error> {
+        let Value::Object(mut reply) = reply else {
+            return Err(Error::Protocol(ProtocolError::Uncorrelated));
+        };
+        if let Some(error) = reply.remove("error").filter(|e| !e.is_null()) {
+            if rejects_revision(&error) {
+                return Err(Error::RevisionRejected);
+            }
+            let code = error.get("code").and_then(|c| match c {
+                Value::Number(n) => Some(n.to_string()),
+                Value::String(s) => Some(s.clone()),
+                Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            });
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.trim().is_empty())
+                .map(str::to_owned);
+            let framed_message = message.map(|m| {
+                self.frame(context, &m).unwrap_or_else(|_| {
+                    "[the surface's error message exceeds the byte budget and was withheld]"
+                        .to_owned()
+                })
+            });
+            return Err(Error::SurfaceError(SurfaceError {
+                code,
+                framed_message,
+            }));
+        }
+        match reply.remove("result") {
+            Some(result @ Value::Object(_)) => Ok(result),
+            _ => Err(Error::Protocol(ProtocolError::MalformedResult)),
+        }
+    }
+}
+
+/// The text of a `tools/call` result: the `text` of every content part of
+/// type `text`, joined with newlines; when there is none but
+/// `structuredContent` is present, that JSON, compact.
+///
+/// ```
+/// use human_plus_core::result_text;
+/// use serde_json::json;
+///
+/// assert_eq!(result_text(&json!({"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]})), "a\nb");
+/// assert_eq!(result_text(&json!({"content": [], "structuredContent": {"x": 1}})), r#"{"x":1}"#);
+/// assert_eq!(result_text(&json!({})), "");
+/// ```
+#[must_use]
+pub fn result_text(result: &Value) -> String {
+    let parts: Vec<&str> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    if parts.is_empty()
+        && let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null())
+    {
+        return serde_json::to_string(structured).unwrap_or_default();
+    }
+    parts.join("\n")
+}

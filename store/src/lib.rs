@@ -1,0 +1,476 @@
+//! # Human+ attachment stores
+//!
+//! An attachment's record (its revision above all) must follow the
+//! conversation from one worker to the next, or the second worker's write
+//! goes out unpinned and a person's edit is lost. Every runtime's manager
+//! therefore holds the store's per-attachment lock for the whole operation
+//! and writes the record back with a compare-and-set on the generation it
+//! loaded.
+//!
+//! The contract comes in two flavours with the same meaning:
+//! [`AttachmentStore`] for blocking code and [`AsyncAttachmentStore`] for
+//! async code. [`InMemoryAttachmentStore`] implements both, with a real
+//! lock.
+//!
+//! ```
+//! use std::time::Duration;
+//! use human_plus_core::*;
+//! use human_plus_store::{AttachmentStore, InMemoryAttachmentStore};
+//!
+//! let store = InMemoryAttachmentStore::new();
+//! let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+//! let mut record = SurfaceAttachment::mint(OwnerKey::of("o")?, inv, Participant::new("a", "A", "#000"), &mut SeededEntropy::new(1));
+//! store.put(&record, None)?;                       // insert: must not exist yet
+//! let _guard = store.lock(record.id(), Duration::from_secs(60), Duration::from_secs(1))?;
+//! let loaded = store.get(record.id())?.expect("stored");
+//! record.record_revision(SurfaceRevision::observed("r1", "sheet_read").unwrap());
+//! store.put(&record, Some(loaded.generation()))?; // compare-and-set
+//! assert_eq!(store.put(&record, Some(loaded.generation())).unwrap_err().code(), "store_conflict");
+//! # Ok::<(), Error>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use event_listener::{Event, Listener};
+use human_plus_core::{Error, StoreError, SurfaceAttachment};
+
+/// How long a lock is held before another worker may take it over, if its
+/// holder never releases it (a crash). Longer than a whole operation at the
+/// default 30 s exchange timeout.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
+/// How long a manager waits for a lock before giving up.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// A held per-attachment lock. Dropping it releases the lock.
+///
+/// The lock is mutual exclusion with a lease, not a correctness fence by
+/// itself: a holder whose lease expired may still be running. The fence is
+/// the generation: every write is a compare-and-set on the generation the
+/// holder loaded, so a late holder's write fails with
+/// [`Error::StoreConflict`] instead of overwriting.
+pub struct LockGuard {
+    id: String,
+    token: String,
+    release: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl LockGuard {
+    /// A guard for attachment `id` holding `token`, which runs `release`
+    /// once when dropped.
+    #[must_use]
+    pub fn new(
+        id: impl Into<String>,
+        token: impl Into<String>,
+        release: impl FnOnce() + Send + Sync + 'static,
+    ) -> Self {
+        LockGuard {
+            id: id.into(),
+            token: token.into(),
+            release: Some(Box::new(release)),
+        }
+    }
+
+    /// The attachment id the lock is for.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The holder's token (unique per acquisition).
+    #[must_use]
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Releases the lock now (dropping the guard does the same).
+    pub fn release(mut self) {
+        if let Some(f) = self.release.take() {
+            f();
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(f) = self.release.take() {
+            f();
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("id", &self.id)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// The blocking store contract.
+pub trait AttachmentStore: Send + Sync {
+    /// The record stored under `id`, if any.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails (a record that cannot be read
+    /// back is an error, never a silent miss).
+    fn get(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error>;
+
+    /// Stores `record`. With `expected: None` the id must be free (an
+    /// insert); with `Some(g)` the stored record must be at generation `g`.
+    ///
+    /// # Errors
+    /// [`Error::StoreConflict`] on a mismatch (nothing is written), or
+    /// [`Error::Store`].
+    fn put(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error>;
+
+    /// Takes the lock of attachment `id` for `lease`, waiting at most
+    /// `wait` for it.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the wait runs out or the store fails.
+    fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error>;
+}
+
+/// The async store contract: the same meaning as [`AttachmentStore`].
+pub trait AsyncAttachmentStore: Send + Sync {
+    /// The record stored under `id`, if any.
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<SurfaceAttachment>, Error>> + Send;
+
+    /// Stores `record` under the same compare-and-set rule as
+    /// [`AttachmentStore::put`].
+    fn put(
+        &self,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Takes the lock of attachment `id` for `lease`. The future resolves
+    /// once the lock is held; the caller bounds the wait with its own
+    /// runtime's timer (dropping the future gives up cleanly).
+    fn lock(
+        &self,
+        id: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<LockGuard, Error>> + Send;
+}
+
+#[derive(Debug)]
+struct Held {
+    token: u64,
+    expires: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    records: Mutex<BTreeMap<String, SurfaceAttachment>>,
+    locks: Mutex<BTreeMap<String, Held>>,
+    released: Event,
+    next_token: AtomicU64,
+}
+
+/// An in-memory store for tests and single processes, with a real lock.
+///
+/// Cloning it shares the same records.
+#[derive(Debug, Clone, Default)]
+pub struct InMemoryAttachmentStore {
+    inner: Arc<Inner>,
+}
+
+fn lock_poisoned() -> Error {
+    Error::Store(StoreError::new("the in-memory store's mutex was poisoned"))
+}
+
+impl InMemoryAttachmentStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        InMemoryAttachmentStore::default()
+    }
+
+    /// How many records it holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.records().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// Whether it holds none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn records(&self) -> Result<MutexGuard<'_, BTreeMap<String, SurfaceAttachment>>, Error> {
+        self.inner.records.lock().map_err(|_| lock_poisoned())
+    }
+
+    fn get_now(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
+        Ok(self.records()?.get(id).cloned())
+    }
+
+    fn put_now(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
+        let mut records = self.records()?;
+        let found = records.get(record.id()).map(SurfaceAttachment::generation);
+        if found != expected {
+            return Err(Error::StoreConflict { expected, found });
+        }
+        records.insert(record.id().to_owned(), record.clone());
+        Ok(())
+    }
+
+    /// One attempt to take the lock.
+    fn try_lock(&self, id: &str, lease: Duration) -> Result<Option<LockGuard>, Error> {
+        let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
+        let now = Instant::now();
+        if locks.get(id).is_some_and(|h| h.expires > now) {
+            return Ok(None);
+        }
+        let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
+        locks.insert(
+            id.to_owned(),
+            Held {
+                token,
+                expires: now + lease,
+            },
+        );
+        let inner = Arc::clone(&self.inner);
+        let key = id.to_owned();
+        Ok(Some(LockGuard::new(id, token.to_string(), move || {
+            if let Ok(mut locks) = inner.locks.lock()
+                && locks.get(&key).is_some_and(|h| h.token == token)
+            {
+                locks.remove(&key);
+            }
+            inner.released.notify(usize::MAX);
+        })))
+    }
+
+    /// When the current holder's lease of `id` runs out, if it is held.
+    fn expiry(&self, id: &str) -> Option<Instant> {
+        self.inner
+            .locks
+            .lock()
+            .ok()
+            .and_then(|l| l.get(id).map(|h| h.expires))
+    }
+}
+
+impl AttachmentStore for InMemoryAttachmentStore {
+    fn get(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
+        self.get_now(id)
+    }
+
+    fn put(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
+        self.put_now(record, expected)
+    }
+
+    fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let listener = self.inner.released.listen();
+            if let Some(guard) = self.try_lock(id, lease)? {
+                return Ok(guard);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Store(StoreError::new(format!(
+                    "the lock of attachment {id} was not free within {wait:?}"
+                ))));
+            }
+            let wake = self.expiry(id).map_or(deadline, |e| e.min(deadline));
+            listener.wait_deadline(wake.max(now + Duration::from_millis(1)));
+        }
+    }
+}
+
+impl AsyncAttachmentStore for InMemoryAttachmentStore {
+    async fn get(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
+        self.get_now(id)
+    }
+
+    async fn put(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
+        self.put_now(record, expected)
+    }
+
+    async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
+        loop {
+            let listener = self.inner.released.listen();
+            if let Some(guard) = self.try_lock(id, lease)? {
+                return Ok(guard);
+            }
+            // Woken by the next release. An expired lease is taken over at
+            // the next attempt; in one process a holder always releases on
+            // drop, so expiry only matters to leaked guards.
+            listener.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::{AttachmentStore, DEFAULT_LEASE, InMemoryAttachmentStore};
+    use human_plus_core::{Error, SurfaceAttachment};
+    use human_plus_core::{
+        OwnerKey, Participant, SeededEntropy, SurfaceInvitation, SurfaceRevision,
+    };
+    use std::sync::Arc;
+    use std::sync::Barrier;
+    use std::thread;
+    use std::time::Duration;
+
+    fn record(seed: u64) -> SurfaceAttachment {
+        let inv = SurfaceInvitation::new(
+            "https://relay.example",
+            "demo_001",
+            "0123456789abcdef",
+            "s",
+            "a",
+        )
+        .unwrap();
+        SurfaceAttachment::mint(
+            OwnerKey::of("o").unwrap(),
+            inv,
+            Participant::new("a", "A", "#000"),
+            &mut SeededEntropy::new(seed),
+        )
+    }
+
+    #[test]
+    fn put_is_compare_and_set() {
+        let s = InMemoryAttachmentStore::new();
+        let mut r = record(1);
+        s.put(&r, None).unwrap();
+        assert!(matches!(
+            s.put(&r, None),
+            Err(Error::StoreConflict {
+                expected: None,
+                found: Some(0)
+            })
+        ));
+        r.record_revision(SurfaceRevision::observed("r1", "t").unwrap());
+        s.put(&r, Some(0)).unwrap();
+        assert_eq!(AttachmentStore::get(&s, r.id()).unwrap().unwrap(), r);
+        assert!(
+            s.put(&r, Some(0)).is_err(),
+            "a stale writer never overwrites"
+        );
+        assert_eq!(AttachmentStore::get(&s, "surface_missing").unwrap(), None);
+    }
+
+    #[test]
+    fn lock_is_mutual_exclusion_released_on_drop() {
+        let s = InMemoryAttachmentStore::new();
+        let g = s.lock("a", DEFAULT_LEASE, Duration::from_secs(1)).unwrap();
+        assert!(
+            s.lock("a", DEFAULT_LEASE, Duration::from_millis(50))
+                .is_err()
+        );
+        assert!(
+            s.lock("b", DEFAULT_LEASE, Duration::from_millis(50))
+                .is_ok()
+        );
+        drop(g);
+        assert!(
+            s.lock("a", DEFAULT_LEASE, Duration::from_millis(50))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_expired_lease_is_taken_over_and_its_holder_cannot_write() {
+        let s = InMemoryAttachmentStore::new();
+        let r = record(2);
+        s.put(&r, None).unwrap();
+        let old = s
+            .lock(r.id(), Duration::from_millis(30), Duration::ZERO)
+            .unwrap();
+        let old_view = AttachmentStore::get(&s, r.id()).unwrap().unwrap();
+        // The second worker waits past the lease and takes the lock over.
+        let new = s
+            .lock(r.id(), DEFAULT_LEASE, Duration::from_secs(2))
+            .unwrap();
+        let mut newer = AttachmentStore::get(&s, r.id()).unwrap().unwrap();
+        newer.record_revision(SurfaceRevision::observed("r2", "t").unwrap());
+        s.put(&newer, Some(0)).unwrap();
+        // The expired holder's write is fenced by the generation.
+        let mut stale = old_view.clone();
+        stale.record_revision(SurfaceRevision::observed("r1", "t").unwrap());
+        assert!(matches!(
+            s.put(&stale, Some(old_view.generation())),
+            Err(Error::StoreConflict { .. })
+        ));
+        // Its late release does not free the new holder's lock.
+        drop(old);
+        assert!(
+            s.lock(r.id(), DEFAULT_LEASE, Duration::from_millis(20))
+                .is_err()
+        );
+        drop(new);
+    }
+
+    #[test]
+    fn threads_serialise_read_modify_write() {
+        let s = InMemoryAttachmentStore::new();
+        let r = record(3);
+        s.put(&r, None).unwrap();
+        let id = r.id().to_owned();
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|w| {
+                let s = s.clone();
+                let id = id.clone();
+                let barrier = Arc::clone(&barrier);
+                thread::spawn(move || {
+                    barrier.wait();
+                    for i in 0..50 {
+                        let _g = s.lock(&id, DEFAULT_LEASE, Duration::from_secs(10)).unwrap();
+                        let mut rec = AttachmentStore::get(&s, &id).unwrap().unwrap();
+                        let g = rec.generation();
+                        rec.record_revision(
+                            SurfaceRevision::observed(format!("w{w}-{i}"), "t").unwrap(),
+                        );
+                        s.put(&rec, Some(g)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let last = AttachmentStore::get(&s, &id).unwrap().unwrap();
+        assert_eq!(last.generation(), 400, "no lost update");
+    }
+
+    #[test]
+    fn async_flavour_waits_for_release() {
+        let s = InMemoryAttachmentStore::new();
+        futures_lite::future::block_on(async {
+            let g = super::AsyncAttachmentStore::lock(&s, "a", DEFAULT_LEASE)
+                .await
+                .unwrap();
+            let s2 = s.clone();
+            let t = thread::spawn(move || {
+                futures_lite::future::block_on(super::AsyncAttachmentStore::lock(
+                    &s2,
+                    "a",
+                    DEFAULT_LEASE,
+                ))
+                .map(|g| g.token().to_owned())
+            });
+            thread::sleep(Duration::from_millis(30));
+            let first = g.token().to_owned();
+            drop(g);
+            let second = t.join().unwrap().unwrap();
+            assert_ne!(first, second);
+        });
+    }
+}
