@@ -1,0 +1,409 @@
+//! The relay server: builder, accept loop, reaper, handle and shutdown.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+use crate::broker::{Broker, BrokerConfig, SubscriberInfo, lock};
+use crate::cors::CorsPolicy;
+use crate::faults::Faults;
+use crate::routes;
+use crate::tls::TlsConfig;
+
+/// The Node relay's request body cap: 256 KiB.
+pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
+/// The Node relay's session TTL: 4 hours, sliding.
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(4 * 60 * 60);
+/// The Node relay's reaper tick: 60 s.
+pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(60);
+/// The Node relay's idle time before a long-poll subscriber is pruned: 60 s.
+pub const DEFAULT_POLL_IDLE: Duration = Duration::from_secs(60);
+/// The Node relay's SSE keepalive comment interval: 15 s.
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// How long shutdown waits for open connections before cutting them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a TLS handshake may take.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the state shared by every connection holds.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) broker: Mutex<Broker>,
+    pub(crate) prefix: String,
+    pub(crate) cors: CorsPolicy,
+    pub(crate) keepalive: Duration,
+    pub(crate) body_limit: usize,
+    pub(crate) answer_413: bool,
+}
+
+/// Entry point: `RelayServer::builder()...start().await`.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayServer;
+
+impl RelayServer {
+    /// A builder with the Node relay's defaults, bound to `127.0.0.1` on an
+    /// ephemeral port.
+    #[must_use]
+    pub fn builder() -> RelayServerBuilder {
+        RelayServerBuilder::default()
+    }
+}
+
+/// Configuration of a [`RelayServer`]. Every default is the Node relay's.
+#[derive(Debug, Clone)]
+pub struct RelayServerBuilder {
+    bind: SocketAddr,
+    prefix: String,
+    ttl: Duration,
+    reap_interval: Duration,
+    poll_idle: Duration,
+    keepalive: Duration,
+    cors: CorsPolicy,
+    tls: Option<TlsConfig>,
+    faults: Faults,
+    body_limit: usize,
+    answer_413: bool,
+}
+
+impl Default for RelayServerBuilder {
+    fn default() -> Self {
+        RelayServerBuilder {
+            bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            prefix: String::new(),
+            ttl: DEFAULT_SESSION_TTL,
+            reap_interval: DEFAULT_REAP_INTERVAL,
+            poll_idle: DEFAULT_POLL_IDLE,
+            keepalive: DEFAULT_KEEPALIVE,
+            cors: CorsPolicy::Any,
+            tls: None,
+            faults: Faults::new(),
+            body_limit: DEFAULT_BODY_LIMIT,
+            answer_413: false,
+        }
+    }
+}
+
+impl RelayServerBuilder {
+    /// The address to listen on (default `127.0.0.1:0`, an ephemeral port).
+    /// `register` is unauthenticated: think before binding beyond loopback.
+    #[must_use]
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.bind = addr;
+        self
+    }
+
+    /// A path prefix every route lives under (default none). One trailing
+    /// `/` is stripped, as the Node relay does.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        let mut prefix = prefix.into();
+        if prefix.ends_with('/') {
+            prefix.pop();
+        }
+        self.prefix = prefix;
+        self
+    }
+
+    /// Session idle TTL, sliding on every authenticated request (default
+    /// 4 h). Expiry takes effect on the next reaper tick.
+    #[must_use]
+    pub fn session_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the reaper runs (default 60 s; zero is treated as 1 ms).
+    #[must_use]
+    pub fn reap_interval(mut self, every: Duration) -> Self {
+        self.reap_interval = every;
+        self
+    }
+
+    /// How long a long-poll subscriber may go without polling before the
+    /// reaper prunes it (default 60 s).
+    #[must_use]
+    pub fn poll_idle(mut self, idle: Duration) -> Self {
+        self.poll_idle = idle;
+        self
+    }
+
+    /// Interval of `: keepalive` comments on SSE streams (default 15 s;
+    /// zero is treated as 1 ms).
+    #[must_use]
+    pub fn keepalive_interval(mut self, every: Duration) -> Self {
+        self.keepalive = every;
+        self
+    }
+
+    /// The CORS policy (default `*`).
+    #[must_use]
+    pub fn cors(mut self, policy: CorsPolicy) -> Self {
+        self.cors = policy;
+        self
+    }
+
+    /// Serve HTTPS with this configuration.
+    #[must_use]
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Faults injected into every session that has none of its own.
+    #[must_use]
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// The request body cap (default 256 KiB).
+    #[must_use]
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// On a body over the cap, answer `413 {"error":"payload_too_large"}`
+    /// instead of reproducing the Node relay's trap (the connection is
+    /// dropped and no response ever arrives). Off by default.
+    #[must_use]
+    pub fn answer_oversize_with_413(mut self, answer: bool) -> Self {
+        self.answer_413 = answer;
+        self
+    }
+
+    /// Binds and starts serving. Must be called within a tokio runtime.
+    pub async fn start(self) -> std::io::Result<RelayHandle> {
+        let listener = TcpListener::bind(self.bind).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            broker: Mutex::new(Broker::new(
+                BrokerConfig {
+                    ttl: self.ttl,
+                    poll_idle: self.poll_idle,
+                },
+                self.faults,
+            )),
+            prefix: self.prefix.clone(),
+            cors: self.cors,
+            keepalive: self.keepalive.max(Duration::from_millis(1)),
+            body_limit: self.body_limit,
+            answer_413: self.answer_413,
+        });
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let host = match addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        let base_url = format!(
+            "{scheme}://{}{}",
+            SocketAddr::new(host, addr.port()),
+            self.prefix
+        );
+
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let reaper = tokio::spawn(reaper(
+            Arc::clone(&shared),
+            self.reap_interval.max(Duration::from_millis(1)),
+        ));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            Arc::clone(&shared),
+            self.tls,
+            stop_rx,
+        ));
+        tracing::info!(%base_url, "relay listening");
+        Ok(RelayHandle {
+            addr,
+            base_url,
+            shared,
+            stop: Some(stop_tx),
+            task: Some(task),
+            reaper,
+        })
+    }
+}
+
+/// A running relay. Dropping it stops the server abruptly; prefer
+/// [`RelayHandle::shutdown`].
+#[derive(Debug)]
+pub struct RelayHandle {
+    addr: SocketAddr,
+    base_url: String,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    reaper: JoinHandle<()>,
+}
+
+impl RelayHandle {
+    /// The bound address.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT` (or `https://…`), plus the prefix, with no
+    /// trailing slash: routes are `{base_url}/register`,
+    /// `{base_url}/{session}/inbox`, ….
+    #[must_use]
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Replaces the faults of one session (registered or not yet).
+    pub fn set_faults(&self, session: &str, faults: Faults) {
+        lock(&self.shared.broker).set_faults(session, faults);
+    }
+
+    /// Removes a session's own faults; it falls back to the default.
+    pub fn clear_faults(&self, session: &str) {
+        lock(&self.shared.broker).clear_faults(session);
+    }
+
+    /// Replaces the default faults of every session without its own.
+    pub fn set_default_faults(&self, faults: Faults) {
+        lock(&self.shared.broker).set_default_faults(faults);
+    }
+
+    /// The ids of the live sessions, sorted.
+    #[must_use]
+    pub fn sessions(&self) -> Vec<String> {
+        lock(&self.shared.broker).session_ids()
+    }
+
+    /// The subscribers of a session (inbound first, in subscription order).
+    #[must_use]
+    pub fn subscribers(&self, session: &str) -> Vec<SubscriberInfo> {
+        lock(&self.shared.broker).subscribers(session)
+    }
+
+    /// Ends a session as if its page had closed: streams end, parked polls
+    /// return, later requests answer 410. False if it did not exist.
+    pub fn drop_session(&self, session: &str) -> bool {
+        lock(&self.shared.broker).drop_session(session)
+    }
+
+    /// Runs the reaper now, as a tick would (tests use this instead of
+    /// waiting for the interval).
+    pub fn reap_now(&self) {
+        lock(&self.shared.broker).reap(Instant::now());
+    }
+
+    /// Graceful shutdown: stop accepting, end every stream and parked poll,
+    /// let in-flight responses finish (up to 5 s), then close.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.reaper.abort();
+    }
+}
+
+impl Drop for RelayHandle {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.reaper.abort();
+    }
+}
+
+async fn reaper(shared: Arc<Shared>, every: Duration) {
+    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        lock(&shared.broker).reap(Instant::now());
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<TlsConfig>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut conns: JoinSet<()> = JoinSet::new();
+    let acceptor = tls.as_ref().map(TlsConfig::acceptor);
+    loop {
+        while conns.try_join_next().is_some() {}
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    tracing::trace!(%peer, "connection");
+                    let watcher = graceful.watcher();
+                    let shared = Arc::clone(&shared);
+                    let acceptor = acceptor.clone();
+                    conns.spawn(connection(stream, shared, acceptor, watcher));
+                }
+                Err(error) => {
+                    // Out of descriptors and the like: back off, keep serving.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    lock(&shared.broker).dispose();
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("shutdown grace elapsed; cutting remaining connections");
+    }
+    conns.abort_all();
+    while conns.join_next().await.is_some() {}
+}
+
+async fn connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    watcher: Watcher,
+) {
+    let _ = stream.set_nodelay(true);
+    match acceptor {
+        None => serve(TokioIo::new(stream), shared, watcher).await,
+        Some(acceptor) => {
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => serve(TokioIo::new(tls), shared, watcher).await,
+                Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
+            }
+        }
+    }
+}
+
+async fn serve<I>(io: I, shared: Arc<Shared>, watcher: Watcher)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| routes::handle(Arc::clone(&shared), req));
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(io, service);
+    if let Err(error) = watcher.watch(conn).await {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+}

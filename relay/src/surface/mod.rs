@@ -1,0 +1,836 @@
+//! The demo surface: the page side of a relay session, with a small sheet
+//! and the Human+ half of the contract.
+//!
+//! A [`DemoSurface`] registers a session on a relay (ours or a real Node
+//! relay), opens the page's receive leg (`direction=inbound`, over SSE or
+//! long-poll), answers MCP the way Fancy's `MicroMcpServer` does, and posts
+//! each reply to `outbox` as single-line JSON. On top of that it behaves as
+//! a Human+ surface should, and each behaviour can be switched off:
+//!
+//! * every `tools/call` result carries `_meta.revision` (`r1`, `r2`, …);
+//! * a call pinned (`params._meta.revision`) to a revision that is not the
+//!   current one is refused with the JSON-RPC error
+//!   `{"code":409,"message":…,"data":{"code":"revision_mismatch","current":"r7",…}}`
+//!   and nothing is applied. `changes_since` is exempt: its whole job is to
+//!   answer for a stale revision;
+//! * `changes_since {since}` lists every change after `since`, attributed
+//!   (`actor_type` `human` for the person's edits, `agent` for tool writes),
+//!   with `_meta.complete`.
+//!
+//! Everything the session does is recorded for tests: tool calls and their
+//! outcome ([`DemoSurface::calls`]), notifications
+//! ([`DemoSurface::notifications`], [`DemoSurface::activity`]), agents
+//! present ([`DemoSurface::peers`]). A programmatic person edits the sheet
+//! ([`DemoSurface::person`]).
+
+mod client;
+pub(crate) mod sheet;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Method, Response};
+use rustls_pki_types::CertificateDer;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::broker::lock;
+use crate::wire::encode_component;
+use client::{Client, SseReader};
+use sheet::{Behaviour, Sheet};
+
+/// Largest SSE line or event the surface accepts (bigger ones are skipped).
+const SSE_BUDGET: usize = 8 * 1024 * 1024;
+/// Timeout of a POST to the relay.
+const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait between reconnection attempts of the receive leg.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Which receive leg the surface reads its inbound frames from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SurfaceLeg {
+    /// `GET /{session}/events?direction=inbound` (default).
+    #[default]
+    Sse,
+    /// `GET /{session}/poll?direction=inbound`, echoing `subscriber`.
+    Poll,
+}
+
+/// How the surface treats revisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RevisionMode {
+    /// Mint `_meta.revision` on every tool result and refuse a stale pin
+    /// with a JSON-RPC 409 (default).
+    #[default]
+    Enforced,
+    /// Mint revisions but read the pin nowhere: a stale pinned call is
+    /// applied (the "first integrator" surface).
+    MintOnly,
+    /// Mint nothing and ignore pins.
+    Off,
+}
+
+/// Who made a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// The person at the page ([`Person`]).
+    Human,
+    /// An agent, through a tool call.
+    Agent,
+}
+
+impl Actor {
+    /// `human` or `agent`, as the change feed writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Human => "human",
+            Actor::Agent => "agent",
+        }
+    }
+}
+
+/// One row of the change log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The revision this change produced (`r<n>`).
+    pub revision: String,
+    /// What changed: an A1 address, or `row:<n>` for a deleted row.
+    pub handle: String,
+    /// `created`, `updated` or `deleted`.
+    pub change: String,
+    /// Who made it.
+    pub actor: Actor,
+    /// `cell` or `row`.
+    pub kind: String,
+    /// A readable label, e.g. `Sheet1!B4`.
+    pub label: String,
+}
+
+/// What became of a `tools/call`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// Answered without changing anything.
+    Read,
+    /// Applied a write (the revision moved).
+    Written,
+    /// Refused for a stale pin; nothing was applied.
+    Refused {
+        /// The revision the sheet was at.
+        current: String,
+    },
+    /// An error result or JSON-RPC error (unknown tool, bad arguments, …);
+    /// nothing was applied.
+    Failed {
+        /// The message returned.
+        message: String,
+    },
+}
+
+/// A `tools/call` the surface received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    /// `params.name`.
+    pub tool: String,
+    /// `params.arguments` (`{}` when absent or not an object).
+    pub arguments: Value,
+    /// `params._meta.revision`, when present and not null.
+    pub pinned: Option<Value>,
+    /// What happened.
+    pub outcome: CallOutcome,
+}
+
+/// A notification the surface received (presence frames included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    /// Its method.
+    pub method: String,
+    /// Its params (`null` when absent).
+    pub params: Value,
+}
+
+/// Why the demo surface could not start or act.
+#[derive(Debug, thiserror::Error)]
+pub enum SurfaceError {
+    /// The relay base URL is unusable.
+    #[error("invalid relay URL: {0}")]
+    InvalidUrl(String),
+    /// The relay could not be reached or the connection broke.
+    #[error("cannot reach the relay: {0}")]
+    Connect(String),
+    /// TLS setup or handshake failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// A request took too long.
+    #[error("timed out during {0}")]
+    Timeout(&'static str),
+    /// The relay answered 410: the session is gone.
+    #[error("the relay says the session is gone (410)")]
+    SessionGone,
+    /// The relay answered 401: wrong or missing token.
+    #[error("the relay refused the token (401)")]
+    Unauthorized,
+    /// Any other unexpected status.
+    #[error("the relay answered HTTP {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The (lossy, truncated) body.
+        body: String,
+    },
+    /// The relay answered something the surface could not read.
+    #[error("unreadable relay answer: {0}")]
+    Protocol(String),
+    /// Not an A1 address (or row) of the sheet.
+    #[error("invalid cell address: {0}")]
+    InvalidAddress(String),
+}
+
+fn status_error(status: u16, body: &[u8]) -> SurfaceError {
+    match status {
+        410 => SurfaceError::SessionGone,
+        401 => SurfaceError::Unauthorized,
+        _ => {
+            let mut text = String::from_utf8_lossy(body).into_owned();
+            if text.len() > 512 {
+                let mut cut = 512;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+            }
+            SurfaceError::Status { status, body: text }
+        }
+    }
+}
+
+/// Configuration of a [`DemoSurface`].
+#[derive(Clone)]
+pub struct DemoSurfaceBuilder {
+    base_url: String,
+    session: String,
+    token: String,
+    leg: SurfaceLeg,
+    revisions: RevisionMode,
+    change_feed: bool,
+    feed_attribution: bool,
+    feed_complete: bool,
+    cells: Vec<(String, String)>,
+    register: bool,
+    unregister_on_shutdown: bool,
+    poll_wait: Duration,
+    tls_roots: Vec<CertificateDer<'static>>,
+    tls_config: Option<Arc<rustls::ClientConfig>>,
+    server_name: String,
+}
+
+impl fmt::Debug for DemoSurfaceBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DemoSurfaceBuilder")
+            .field("base_url", &self.base_url)
+            .field("session", &self.session)
+            .field("leg", &self.leg)
+            .field("revisions", &self.revisions)
+            .field("change_feed", &self.change_feed)
+            .field("feed_attribution", &self.feed_attribution)
+            .field("feed_complete", &self.feed_complete)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DemoSurfaceBuilder {
+    /// The receive leg (default [`SurfaceLeg::Sse`]).
+    #[must_use]
+    pub fn leg(mut self, leg: SurfaceLeg) -> Self {
+        self.leg = leg;
+        self
+    }
+
+    /// How revisions are minted and enforced (default
+    /// [`RevisionMode::Enforced`]).
+    #[must_use]
+    pub fn revisions(mut self, mode: RevisionMode) -> Self {
+        self.revisions = mode;
+        self
+    }
+
+    /// Offer the `changes_since` tool (default true).
+    #[must_use]
+    pub fn change_feed(mut self, offered: bool) -> Self {
+        self.change_feed = offered;
+        self
+    }
+
+    /// Name the actor (`actor_type`) on change rows (default true).
+    #[must_use]
+    pub fn feed_attribution(mut self, attributed: bool) -> Self {
+        self.feed_attribution = attributed;
+        self
+    }
+
+    /// The `_meta.complete` flag the feed reports (default true).
+    #[must_use]
+    pub fn feed_complete(mut self, complete: bool) -> Self {
+        self.feed_complete = complete;
+        self
+    }
+
+    /// Replace the initial content (A1 address → value). The default is a
+    /// small inventory: `A1:C4` with Item/Qty/Price and Apples, Pears, Plums.
+    #[must_use]
+    pub fn cells<I, A, V>(mut self, cells: I) -> Self
+    where
+        I: IntoIterator<Item = (A, V)>,
+        A: Into<String>,
+        V: Into<String>,
+    {
+        self.cells = cells
+            .into_iter()
+            .map(|(a, v)| (a.into(), v.into()))
+            .collect();
+        self
+    }
+
+    /// POST `/register` on start (default true). Off when the session is
+    /// registered by someone else.
+    #[must_use]
+    pub fn register(mut self, register: bool) -> Self {
+        self.register = register;
+        self
+    }
+
+    /// POST `unregister` on [`DemoSurface::shutdown`] (default false). On the
+    /// Node relay this ends the session for every agent too.
+    #[must_use]
+    pub fn unregister_on_shutdown(mut self, unregister: bool) -> Self {
+        self.unregister_on_shutdown = unregister;
+        self
+    }
+
+    /// The `wait` of each poll on the poll leg (default 20 s, the relay's
+    /// default).
+    #[must_use]
+    pub fn poll_wait(mut self, wait: Duration) -> Self {
+        self.poll_wait = wait;
+        self
+    }
+
+    /// Trust these roots for an `https` relay (e.g.
+    /// [`GeneratedCert::ca_der`](crate::GeneratedCert::ca_der)).
+    #[must_use]
+    pub fn tls_roots(mut self, roots: impl IntoIterator<Item = CertificateDer<'static>>) -> Self {
+        self.tls_roots.extend(roots);
+        self
+    }
+
+    /// Use this rustls client configuration for an `https` relay (takes
+    /// precedence over [`DemoSurfaceBuilder::tls_roots`]).
+    #[must_use]
+    pub fn tls_config(mut self, config: Arc<rustls::ClientConfig>) -> Self {
+        self.tls_config = Some(config);
+        self
+    }
+
+    /// `serverInfo.name` in the `initialize` answer.
+    #[must_use]
+    pub fn server_name(mut self, name: impl Into<String>) -> Self {
+        self.server_name = name.into();
+        self
+    }
+
+    /// Registers (unless told not to), opens the receive leg and starts
+    /// answering. Returns once the leg is open, so an agent may post.
+    pub async fn start(self) -> Result<DemoSurface, SurfaceError> {
+        let tls = match (self.tls_config, self.tls_roots.is_empty()) {
+            (Some(config), _) => Some(config),
+            (None, false) => Some(
+                crate::tls::client_config_trusting(&self.tls_roots)
+                    .map_err(|e| SurfaceError::Tls(e.to_string()))?,
+            ),
+            (None, true) => None,
+        };
+        let client = Client::new(&self.base_url, tls)?;
+        let sheet = Sheet::new(self.cells)?;
+        let inner = Arc::new(Inner {
+            client,
+            session: self.session,
+            token: self.token,
+            behaviour: Behaviour {
+                revisions: self.revisions,
+                change_feed: self.change_feed,
+                feed_attribution: self.feed_attribution,
+                feed_complete: self.feed_complete,
+                server_name: self.server_name,
+                server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            sheet: Mutex::new(sheet),
+            ended: Mutex::new(None),
+            changed: Notify::new(),
+            poll_wait_ms: u64::try_from(self.poll_wait.as_millis()).unwrap_or(u64::MAX),
+        });
+        if self.register {
+            let body = json!({"session": inner.session, "token": inner.token}).to_string();
+            let (status, answer) = inner
+                .client
+                .send_full(
+                    Method::POST,
+                    &inner.client.target("/register"),
+                    Some(body),
+                    POST_TIMEOUT,
+                )
+                .await?;
+            if status != 200 {
+                return Err(status_error(status, &answer));
+            }
+        }
+        let task = match self.leg {
+            SurfaceLeg::Sse => {
+                let response = match inner.open_sse().await {
+                    Ok(response) => response,
+                    Err(Opened::Status(status, body)) => return Err(status_error(status, &body)),
+                    Err(Opened::Failed(e)) => return Err(e),
+                };
+                tokio::spawn(run_sse(Arc::clone(&inner), response))
+            }
+            SurfaceLeg::Poll => {
+                let (status, body) = inner.poll_once("", 0).await?;
+                if status != 200 {
+                    return Err(status_error(status, &body));
+                }
+                let (subscriber, frames) = parse_poll(&body)?;
+                tokio::spawn(run_poll(Arc::clone(&inner), subscriber, frames))
+            }
+        };
+        Ok(DemoSurface {
+            inner,
+            leg: self.leg,
+            unregister_on_shutdown: self.unregister_on_shutdown,
+            task: Some(task),
+        })
+    }
+}
+
+struct Inner {
+    client: Client,
+    session: String,
+    token: String,
+    behaviour: Behaviour,
+    sheet: Mutex<Sheet>,
+    ended: Mutex<Option<String>>,
+    changed: Notify,
+    poll_wait_ms: u64,
+}
+
+enum Opened {
+    Status(u16, Vec<u8>),
+    Failed(SurfaceError),
+}
+
+impl Inner {
+    fn route(&self, route: &str, query: &str) -> String {
+        self.client.target(&format!(
+            "/{}/{route}?token={}{query}",
+            encode_component(&self.session),
+            encode_component(&self.token)
+        ))
+    }
+
+    async fn open_sse(&self) -> Result<Response<Incoming>, Opened> {
+        let target = self.route("events", "&direction=inbound");
+        let response =
+            tokio::time::timeout(POST_TIMEOUT, self.client.send(Method::GET, &target, None))
+                .await
+                .map_err(|_| Opened::Failed(SurfaceError::Timeout("subscribe")))?
+                .map_err(Opened::Failed)?;
+        if response.status().as_u16() == 200 {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let body = tokio::time::timeout(Duration::from_secs(2), response.into_body().collect())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|b| b.to_bytes().to_vec())
+            .unwrap_or_default();
+        Err(Opened::Status(status, body))
+    }
+
+    async fn poll_once(
+        &self,
+        subscriber: &str,
+        wait_ms: u64,
+    ) -> Result<(u16, bytes::Bytes), SurfaceError> {
+        let target = self.route(
+            "poll",
+            &format!(
+                "&direction=inbound&wait={wait_ms}&subscriber={}",
+                encode_component(subscriber)
+            ),
+        );
+        let timeout = Duration::from_millis(wait_ms) + POST_TIMEOUT;
+        self.client
+            .send_full(Method::GET, &target, None, timeout)
+            .await
+    }
+
+    async fn post_outbox(&self, frame: String) -> Result<(), SurfaceError> {
+        let target = self.route("outbox", "");
+        let (status, body) = self
+            .client
+            .send_full(Method::POST, &target, Some(frame), POST_TIMEOUT)
+            .await?;
+        if status == 200 {
+            Ok(())
+        } else {
+            Err(status_error(status, &body))
+        }
+    }
+
+    async fn handle(&self, frame: &str) {
+        let reply = lock(&self.sheet).handle_frame(&self.behaviour, frame);
+        self.changed.notify_waiters();
+        if let Some(reply) = reply
+            && let Err(error) = self.post_outbox(reply.to_string()).await
+        {
+            tracing::debug!(%error, "posting a reply to outbox failed");
+        }
+    }
+
+    fn end(&self, reason: &str) {
+        *lock(&self.ended) = Some(reason.to_owned());
+        self.changed.notify_waiters();
+    }
+}
+
+/// Whether an `event: error` / status ends the page for good.
+fn terminal(reason: &str) -> bool {
+    matches!(reason, "session_gone" | "invalid_token")
+}
+
+async fn run_sse(inner: Arc<Inner>, first: Response<Incoming>) {
+    let mut response = Some(first);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let current = match response.take() {
+            Some(r) => r,
+            None => match inner.open_sse().await {
+                Ok(r) => r,
+                Err(Opened::Status(410, _)) => return inner.end("session_gone"),
+                Err(Opened::Status(401, _)) => return inner.end("invalid_token"),
+                Err(_) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            },
+        };
+        backoff = Duration::from_millis(100);
+        let mut body = current.into_body();
+        let mut reader = SseReader::new(SSE_BUDGET);
+        let mut events = Vec::new();
+        while let Some(Ok(frame)) = body.frame().await {
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            reader.push(&data, &mut events);
+            for event in events.drain(..) {
+                match event.event.as_str() {
+                    "error" if terminal(&event.data) => return inner.end(&event.data),
+                    "mcp" | "message" | "" => inner.handle(&event.data).await,
+                    _ => {}
+                }
+            }
+        }
+        // The stream ended: reconnect (a new subscriber; frames posted in the
+        // gap are lost, as with the Node relay).
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+async fn run_poll(inner: Arc<Inner>, mut subscriber: String, first: Vec<String>) {
+    for frame in first {
+        inner.handle(&frame).await;
+    }
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match inner.poll_once(&subscriber, inner.poll_wait_ms).await {
+            Ok((200, body)) => match parse_poll(&body) {
+                Ok((id, frames)) => {
+                    backoff = Duration::from_millis(100);
+                    if !id.is_empty() {
+                        subscriber = id;
+                    }
+                    for frame in frames {
+                        inner.handle(&frame).await;
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "unreadable poll answer");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            },
+            Ok((410, _)) => return inner.end("session_gone"),
+            Ok((401, _)) => return inner.end("invalid_token"),
+            Ok(_) | Err(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Reads `{"subscriber":…,"frames":[…]}`; frames as strings (or, leniently,
+/// objects re-serialised).
+fn parse_poll(body: &[u8]) -> Result<(String, Vec<String>), SurfaceError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| SurfaceError::Protocol(e.to_string()))?;
+    let subscriber = value
+        .get("subscriber")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let frames = value
+        .get("frames")
+        .and_then(Value::as_array)
+        .map(|frames| {
+            frames
+                .iter()
+                .map(|f| match f {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((subscriber, frames))
+}
+
+/// The page side of a relay session: a small sheet behind MCP. See the
+/// [module documentation](self).
+pub struct DemoSurface {
+    inner: Arc<Inner>,
+    leg: SurfaceLeg,
+    unregister_on_shutdown: bool,
+    task: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for DemoSurface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DemoSurface")
+            .field("session", &self.inner.session)
+            .field("leg", &self.leg)
+            .field("revision", &self.revision())
+            .field("ended", &self.ended())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DemoSurface {
+    /// A builder for the page side of `session` on the relay at
+    /// `relay_base_url` (e.g. [`RelayHandle::base_url`](crate::RelayHandle::base_url)).
+    /// The token is sent only in query strings to that relay and never
+    /// appears in `Debug` output or errors.
+    #[must_use]
+    pub fn builder(
+        relay_base_url: impl Into<String>,
+        session: impl Into<String>,
+        token: impl Into<String>,
+    ) -> DemoSurfaceBuilder {
+        DemoSurfaceBuilder {
+            base_url: relay_base_url.into(),
+            session: session.into(),
+            token: token.into(),
+            leg: SurfaceLeg::Sse,
+            revisions: RevisionMode::Enforced,
+            change_feed: true,
+            feed_attribution: true,
+            feed_complete: true,
+            cells: sheet::default_cells(),
+            register: true,
+            unregister_on_shutdown: false,
+            poll_wait: Duration::from_secs(20),
+            tls_roots: Vec::new(),
+            tls_config: None,
+            server_name: "human-plus-demo-sheet".to_owned(),
+        }
+    }
+
+    /// The session id.
+    #[must_use]
+    pub fn session_id(&self) -> &str {
+        &self.inner.session
+    }
+
+    /// The current revision (`r1` at start; every write adds one). Reported
+    /// even when the surface mints none.
+    #[must_use]
+    pub fn revision(&self) -> String {
+        lock(&self.inner.sheet).revision()
+    }
+
+    /// One cell's value (`None` when empty or not an address).
+    #[must_use]
+    pub fn cell(&self, address: &str) -> Option<String> {
+        lock(&self.inner.sheet).cell(address)
+    }
+
+    /// Every non-empty cell, by A1 address.
+    #[must_use]
+    pub fn cells(&self) -> BTreeMap<String, String> {
+        lock(&self.inner.sheet).cells()
+    }
+
+    /// The change log, oldest first.
+    #[must_use]
+    pub fn changes(&self) -> Vec<Change> {
+        lock(&self.inner.sheet).changes()
+    }
+
+    /// Every `tools/call` received, in order, with its outcome.
+    #[must_use]
+    pub fn calls(&self) -> Vec<CallRecord> {
+        lock(&self.inner.sheet).calls.clone()
+    }
+
+    /// The calls that wrote something.
+    #[must_use]
+    pub fn writes(&self) -> Vec<CallRecord> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.outcome == CallOutcome::Written)
+            .collect()
+    }
+
+    /// Every notification received (presence frames included), in order.
+    #[must_use]
+    pub fn notifications(&self) -> Vec<Notification> {
+        lock(&self.inner.sheet).notifications.clone()
+    }
+
+    /// The params of every `notifications/human-plus/activity` received.
+    #[must_use]
+    pub fn activity(&self) -> Vec<Value> {
+        lock(&self.inner.sheet)
+            .notifications
+            .iter()
+            .filter(|n| n.method == "notifications/human-plus/activity")
+            .map(|n| n.params.clone())
+            .collect()
+    }
+
+    /// The relay subscriber ids of the agents present (from
+    /// `peer_joined` / `peer_left`), sorted.
+    #[must_use]
+    pub fn peers(&self) -> Vec<String> {
+        lock(&self.inner.sheet).peers.iter().cloned().collect()
+    }
+
+    /// Why the receive leg stopped for good (`session_gone` or
+    /// `invalid_token`), if it did.
+    #[must_use]
+    pub fn ended(&self) -> Option<String> {
+        lock(&self.inner.ended).clone()
+    }
+
+    /// The person at the page.
+    #[must_use]
+    pub fn person(&self) -> Person {
+        Person {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    /// Posts a notification from the page to every agent (`outbox`).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), SurfaceError> {
+        let frame = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.inner.post_outbox(frame.to_string()).await
+    }
+
+    /// Waits until `predicate` holds (checked after every frame the surface
+    /// handles, every edit and the end of the leg), up to `timeout`. Returns
+    /// whether it held.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        mut predicate: impl FnMut(&DemoSurface) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.inner.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if predicate(self) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return predicate(self);
+            }
+        }
+    }
+
+    /// Stops the receive leg (and unregisters, if configured to).
+    pub async fn shutdown(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        if self.unregister_on_shutdown {
+            let target = self.inner.route("unregister", "");
+            let _ = self
+                .inner
+                .client
+                .send_full(Method::POST, &target, None, POST_TIMEOUT)
+                .await;
+        }
+    }
+}
+
+impl Drop for DemoSurface {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The person at the page: edits the sheet directly (attributed `human`).
+#[derive(Clone)]
+pub struct Person {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Person {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Person")
+            .field("session", &self.inner.session)
+            .finish()
+    }
+}
+
+impl Person {
+    /// Sets a cell (an empty value clears it). Returns the new revision.
+    pub fn set_cell(&self, address: &str, value: &str) -> Result<String, SurfaceError> {
+        let revision = lock(&self.inner.sheet).set_cell(Actor::Human, address, value)?;
+        self.inner.changed.notify_waiters();
+        Ok(revision)
+    }
+
+    /// Clears a cell. Returns the new revision.
+    pub fn clear_cell(&self, address: &str) -> Result<String, SurfaceError> {
+        self.set_cell(address, "")
+    }
+
+    /// Deletes a row (rows below move up). Returns the new revision.
+    pub fn delete_row(&self, row: u32) -> Result<String, SurfaceError> {
+        let revision = lock(&self.inner.sheet).delete_row(Actor::Human, row)?;
+        self.inner.changed.notify_waiters();
+        Ok(revision)
+    }
+}
