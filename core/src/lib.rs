@@ -50,6 +50,7 @@ mod proxy;
 mod revision;
 mod sse;
 mod tool;
+mod toolset;
 mod trust;
 mod wire;
 
@@ -70,5 +71,6 @@ pub use proxy::*;
 pub use revision::*;
 pub use sse::*;
 pub use tool::*;
+pub use toolset::*;
 pub use trust::*;
 pub use wire::*;
