@@ -1,0 +1,99 @@
+//! The driver loop of one operation: drain the core's transmits, run the
+//! requests it asks for, feed their events and the clock back, until the
+//! outcome.
+//!
+//! The requests of an operation run inside the operation's own future: the
+//! driver keeps them in a small set and polls them together with the
+//! core's timer. Nothing is spawned, so the future behaves the same under
+//! any executor (async-std's, smol's, or `futures_lite::future::block_on`)
+//! and cancelling an operation is dropping its future. Cancelling one
+//! request is dropping its future, which closes its connection.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use async_io::Timer;
+use human_plus_core::{HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit};
+
+use crate::transport::{self, Context, EventQueue, RequestFuture};
+
+enum Input {
+    Event(RequestId, HttpEvent),
+    Timeout,
+}
+
+/// Drives `op` to its outcome.
+pub(crate) async fn drive<T: OperationOutput>(
+    ctx: &Arc<Context>,
+    mut op: Operation<T>,
+) -> Outcome<T> {
+    let endpoint = Arc::new(op.endpoint().clone());
+    let queue = EventQueue::default();
+    let mut inflight: Vec<(RequestId, RequestFuture)> = Vec::new();
+    loop {
+        while let Some(transmit) = op.poll_transmit() {
+            match transmit {
+                Transmit::Request(req) => {
+                    let id = req.id;
+                    let fut = transport::start(
+                        Arc::clone(ctx),
+                        Arc::clone(&endpoint),
+                        req,
+                        queue.clone(),
+                    );
+                    inflight.push((id, fut));
+                }
+                Transmit::Cancel(id) => {
+                    tracing::debug!(request = %id, "relay request cancelled");
+                    inflight.retain(|(r, _)| *r != id);
+                    queue.forget(id);
+                }
+            }
+        }
+        if let Some(outcome) = op.poll_outcome() {
+            // Dropping the set closes every request still open.
+            return outcome;
+        }
+        match next_input(&mut inflight, &queue, op.poll_timeout()).await {
+            Input::Event(id, event) => op.handle_event(id, event, Instant::now()),
+            Input::Timeout => op.handle_timeout(Instant::now()),
+        }
+    }
+}
+
+/// Polls the requests in flight until one of them reported an event, or
+/// the core's timeout is due. The timeout wins a tie, so the core's own
+/// deadline, not a request's, decides an exchange that ran out of time.
+async fn next_input(
+    inflight: &mut Vec<(RequestId, RequestFuture)>,
+    queue: &EventQueue,
+    deadline: Option<Instant>,
+) -> Input {
+    let mut timer = deadline.map(Timer::at);
+    let due = || deadline.is_some_and(|d| Instant::now() >= d);
+    std::future::poll_fn(move |cx| {
+        if due() {
+            return Poll::Ready(Input::Timeout);
+        }
+        if let Some((id, event)) = queue.pop() {
+            return Poll::Ready(Input::Event(id, event));
+        }
+        inflight.retain_mut(|(_, fut)| fut.as_mut().poll(cx).is_pending());
+        if due() {
+            return Poll::Ready(Input::Timeout);
+        }
+        if let Some((id, event)) = queue.pop() {
+            return Poll::Ready(Input::Event(id, event));
+        }
+        if let Some(timer) = timer.as_mut()
+            && Pin::new(timer).poll(cx).is_ready()
+        {
+            return Poll::Ready(Input::Timeout);
+        }
+        Poll::Pending
+    })
+    .await
+}
