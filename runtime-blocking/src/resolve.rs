@@ -1,0 +1,384 @@
+//! DNS: the pluggable [`Resolve`] trait, its two implementations, and the
+//! ureq resolver that vets every answer through the core before ureq may
+//! connect to it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::Duration;
+
+use human_plus_core::{EgressRefusal, Error, RelayEndpoint, TransportError, TransportErrorKind};
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::NextTimeout;
+
+/// Name resolution, pluggable so tests (and deployments with their own DNS)
+/// can decide what a host name resolves to.
+///
+/// Whatever it answers is vetted by the core's egress policy
+/// ([`RelayEndpoint::vet_resolved`]) before any connection is made: a
+/// resolver cannot widen what the policy allows.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use human_plus_blocking::{Resolve, StaticResolver};
+///
+/// let dns = StaticResolver::new().with("relay.test", ["127.0.0.1".parse::<IpAddr>()?]);
+/// assert_eq!(dns.resolve("relay.test", 443)?, ["127.0.0.1".parse::<IpAddr>()?]);
+/// assert!(dns.resolve("elsewhere.test", 443).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Resolve: Send + Sync + 'static {
+    /// The addresses of `host` (a name; never an IP literal, which the
+    /// runtime uses as it is), for a connection to `port`.
+    ///
+    /// # Errors
+    /// Any failure to resolve; it becomes a transport error of kind
+    /// [`TransportErrorKind::Dns`].
+    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<IpAddr>>;
+}
+
+/// The operating system's resolver (`getaddrinfo` through
+/// [`std::net::ToSocketAddrs`]). The default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<IpAddr>> {
+        Ok((host, port)
+            .to_socket_addrs()?
+            .map(|addr| addr.ip())
+            .collect())
+    }
+}
+
+/// A fixed map from host name to addresses, for tests: a name it does not
+/// know fails to resolve (it never falls back to the system).
+///
+/// Names are compared case-insensitively.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use human_plus_blocking::{Resolve, StaticResolver};
+///
+/// let mut dns = StaticResolver::new();
+/// dns.insert("Relay.Test", ["10.0.0.1".parse::<IpAddr>()?]);
+/// assert_eq!(dns.resolve("relay.test", 443)?.len(), 1);
+/// assert!(dns.lookup("elsewhere.test").is_none());
+///
+/// let dns: StaticResolver = [("relay.test", vec!["127.0.0.1".parse::<IpAddr>()?])].into_iter().collect();
+/// assert_eq!(dns.lookup("RELAY.test").map(<[IpAddr]>::len), Some(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct StaticResolver {
+    hosts: BTreeMap<String, Vec<IpAddr>>,
+}
+
+impl StaticResolver {
+    /// A resolver that knows no name.
+    #[must_use]
+    pub fn new() -> Self {
+        StaticResolver::default()
+    }
+
+    /// This resolver, with `host` (compared ASCII case-insensitively)
+    /// resolving to `addrs`, in that order, replacing any earlier entry.
+    #[must_use]
+    pub fn with(
+        mut self,
+        host: impl Into<String>,
+        addrs: impl IntoIterator<Item = IpAddr>,
+    ) -> Self {
+        self.insert(host, addrs);
+        self
+    }
+
+    /// Makes `host` resolve to `addrs` (in place).
+    pub fn insert(&mut self, host: impl Into<String>, addrs: impl IntoIterator<Item = IpAddr>) {
+        self.hosts.insert(
+            host.into().to_ascii_lowercase(),
+            addrs.into_iter().collect(),
+        );
+    }
+
+    /// What `host` resolves to, if it is known.
+    #[must_use]
+    pub fn lookup(&self, host: &str) -> Option<&[IpAddr]> {
+        self.hosts
+            .get(&host.to_ascii_lowercase())
+            .map(Vec::as_slice)
+    }
+}
+
+impl<H: Into<String>> FromIterator<(H, Vec<IpAddr>)> for StaticResolver {
+    fn from_iter<I: IntoIterator<Item = (H, Vec<IpAddr>)>>(iter: I) -> Self {
+        let mut resolver = StaticResolver::new();
+        for (host, addrs) in iter {
+            resolver.insert(host, addrs);
+        }
+        resolver
+    }
+}
+
+impl Resolve for StaticResolver {
+    fn resolve(&self, host: &str, _port: u16) -> io::Result<Vec<IpAddr>> {
+        self.lookup(host)
+            .map(<[IpAddr]>::to_vec)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "host not known"))
+    }
+}
+
+/// Resolves `host` through `resolver`, giving up after `budget`.
+///
+/// A blocking resolver cannot be interrupted, so the lookup runs on its own
+/// short-lived thread: the caller stops waiting at `budget`, and the lookup
+/// thread ends when the resolver returns (for the system resolver, within
+/// its own retry timeouts).
+pub(crate) fn resolve_within(
+    resolver: &Arc<dyn Resolve>,
+    host: &str,
+    port: u16,
+    budget: Duration,
+) -> io::Result<Vec<IpAddr>> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    let resolver = Arc::clone(resolver);
+    let name = host.to_owned();
+    std::thread::Builder::new()
+        .name("human-plus-dns".to_owned())
+        .spawn(move || {
+            let _ = tx.send(resolver.resolve(&name, port));
+        })?;
+    match rx.recv_timeout(budget) {
+        Ok(answer) => answer,
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "name resolution did not finish in time",
+        )),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::other(
+            "the resolver thread ended without an answer",
+        )),
+    }
+}
+
+/// What went wrong below ureq, kept aside so it can be reported exactly
+/// (ureq wraps resolver and connector errors in its own types).
+#[derive(Debug, Default)]
+pub(crate) struct FailureSlot {
+    refusal: Mutex<Option<EgressRefusal>>,
+    failure: Mutex<Option<Error>>,
+}
+
+impl FailureSlot {
+    pub(crate) fn refuse(&self, refusal: EgressRefusal) {
+        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(refusal);
+    }
+
+    pub(crate) fn fail(&self, kind: TransportErrorKind, message: &str) {
+        self.set(Error::Transport(TransportError::new(kind, message)));
+    }
+
+    /// Records `error`, unless an earlier one is already recorded.
+    pub(crate) fn set(&self, error: Error) {
+        let mut slot = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    }
+
+    /// The recorded error, the refusal first.
+    pub(crate) fn take(&self) -> Option<Error> {
+        if let Some(r) = self
+            .refusal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            return Some(Error::EgressRefused(r));
+        }
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// The ureq resolver of one request: resolves the relay's host (or takes
+/// its literal address), vets the whole answer with
+/// [`RelayEndpoint::vet_resolved`] and hands ureq only vetted addresses.
+/// A refusal is kept in the [`FailureSlot`] and surfaces as
+/// [`Error::EgressRefused`].
+pub(crate) struct VettingResolver {
+    pub(crate) endpoint: Arc<RelayEndpoint>,
+    pub(crate) resolver: Arc<dyn Resolve>,
+    pub(crate) failures: Arc<FailureSlot>,
+}
+
+impl fmt::Debug for VettingResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VettingResolver")
+            .field("host", &self.endpoint.host())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The remaining budget of a ureq timeout, as a std duration.
+pub(crate) fn budget_of(timeout: &NextTimeout) -> Duration {
+    // `NotHappening` dereferences to an effectively infinite duration; the
+    // runtime always sets a global timeout, so cap it at something sane.
+    (*timeout.after).min(Duration::from_secs(24 * 3600))
+}
+
+fn bare_host(uri: &Uri) -> Option<&str> {
+    let host = uri.host()?;
+    Some(
+        host.strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host),
+    )
+}
+
+impl VettingResolver {
+    fn answer(&self, uri: &Uri, timeout: &NextTimeout) -> Result<Vec<IpAddr>, ()> {
+        // This resolver exists for one request to the relay: it resolves
+        // nothing but the endpoint's host.
+        if !bare_host(uri).is_some_and(|h| h.eq_ignore_ascii_case(self.endpoint.host())) {
+            self.failures.fail(
+                TransportErrorKind::Dns,
+                "the request's host is not the relay endpoint's host",
+            );
+            return Err(());
+        }
+        let addrs = match self.endpoint.resolved_literal() {
+            Some(ip) => vec![ip],
+            None => match resolve_within(
+                &self.resolver,
+                self.endpoint.host(),
+                self.endpoint.port(),
+                budget_of(timeout),
+            ) {
+                Ok(addrs) => addrs,
+                Err(e) => {
+                    let kind = if e.kind() == io::ErrorKind::TimedOut {
+                        TransportErrorKind::Timeout
+                    } else {
+                        TransportErrorKind::Dns
+                    };
+                    self.failures.fail(
+                        kind,
+                        &format!(
+                            "could not resolve the relay host [{}]: {e}",
+                            self.endpoint.host()
+                        ),
+                    );
+                    return Err(());
+                }
+            },
+        };
+        match self.endpoint.vet_resolved(&addrs) {
+            Ok(vetted) => Ok(vetted),
+            Err(refusal) => {
+                tracing::debug!(host = self.endpoint.host(), rule = ?refusal.rule, "resolved addresses refused by the egress policy");
+                self.failures.refuse(refusal);
+                Err(())
+            }
+        }
+    }
+}
+
+impl Resolver for VettingResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        _config: &Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let vetted = self
+            .answer(uri, &timeout)
+            .map_err(|()| ureq::Error::HostNotFound)?;
+        let mut out = self.empty();
+        for ip in vetted {
+            if out
+                .try_push(SocketAddr::new(ip, self.endpoint.port()))
+                .is_err()
+            {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    struct Slow;
+
+    impl Resolve for Slow {
+        fn resolve(&self, _host: &str, _port: u16) -> io::Result<Vec<IpAddr>> {
+            std::thread::sleep(Duration::from_secs(2));
+            Ok(vec![IpAddr::from([127, 0, 0, 1])])
+        }
+    }
+
+    #[test]
+    fn a_slow_resolver_is_abandoned_at_the_budget() {
+        let slow: Arc<dyn Resolve> = Arc::new(Slow);
+        let e = resolve_within(&slow, "slow.test", 443, Duration::from_millis(50)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[test]
+    fn the_vetting_resolver_resolves_only_the_endpoint_host() {
+        let inv = human_plus_core::SurfaceInvitation::new(
+            "https://relay.test",
+            "session",
+            "0123456789abcdef",
+            "s",
+            "a",
+        )
+        .unwrap();
+        let policy = human_plus_core::EgressPolicy::new(["relay.test"])
+            .allow_unverified_egress(true)
+            .allow_addresses(["127.0.0.1/32".parse().unwrap()]);
+        let endpoint = Arc::new(RelayEndpoint::new(&inv, "rs_1", &policy).unwrap());
+        let failures = Arc::new(FailureSlot::default());
+        let resolver = VettingResolver {
+            endpoint,
+            resolver: Arc::new(
+                StaticResolver::new()
+                    .with("relay.test", [IpAddr::from([127, 0, 0, 1])])
+                    .with("other.test", [IpAddr::from([127, 0, 0, 1])]),
+            ),
+            failures: Arc::clone(&failures),
+        };
+        let config = Config::default();
+        let ok = resolver
+            .resolve(
+                &"https://relay.test/x".parse().unwrap(),
+                &config,
+                NextTimeout::default(),
+            )
+            .unwrap();
+        assert_eq!(
+            ok.to_vec(),
+            ["127.0.0.1:443".parse::<SocketAddr>().unwrap()]
+        );
+        assert!(failures.take().is_none());
+        assert!(
+            resolver
+                .resolve(
+                    &"https://other.test/x".parse().unwrap(),
+                    &config,
+                    NextTimeout::default(),
+                )
+                .is_err()
+        );
+        assert_eq!(failures.take().unwrap().code(), "transport_failed");
+    }
+}
