@@ -1,0 +1,129 @@
+//! The driver loop: run one [`Operation`] of the core to its [`Outcome`]
+//! over real requests.
+//!
+//! Drain `poll_transmit` (start or cancel requests), take the outcome if it
+//! is ready, else wait for the next request event or the core's timeout,
+//! feed it, repeat. Each request is a spawned task reporting into one
+//! channel; a cancelled request's task is aborted, and every task still
+//! running is aborted once the outcome is taken (or the operation's future
+//! is dropped).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use human_plus_core::{
+    Error, HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, TransportErrorKind,
+};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument;
+
+use crate::connect::{Connector, transport};
+use crate::perform::perform;
+
+/// How many request events may queue before a request task waits for the
+/// driver (back-pressure on a fast stream).
+const EVENT_QUEUE: usize = 64;
+
+/// The monotonic clock, from tokio so a paused test clock is honoured.
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// The requests of one operation in flight.
+struct InFlight {
+    tasks: JoinSet<()>,
+    handles: HashMap<RequestId, AbortHandle>,
+}
+
+impl InFlight {
+    fn new() -> Self {
+        InFlight {
+            tasks: JoinSet::new(),
+            handles: HashMap::new(),
+        }
+    }
+
+    /// Forgets finished tasks.
+    fn reap(&mut self) {
+        while self.tasks.try_join_next().is_some() {}
+        self.handles.retain(|_, h| !h.is_finished());
+    }
+
+    fn is_idle(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.tasks.abort_all();
+    }
+}
+
+/// Runs `op` to its outcome.
+///
+/// # Errors
+/// Only when the core waits for nothing while no request is in flight (it
+/// never should): the operation cannot progress, and this is reported
+/// rather than hanging.
+pub(crate) async fn drive<T: OperationOutput>(
+    mut op: Operation<T>,
+    connector: &Arc<Connector>,
+) -> Result<Outcome<T>, Error> {
+    let endpoint = Arc::new(op.endpoint().clone());
+    let (tx, mut rx) = mpsc::channel::<(RequestId, HttpEvent)>(EVENT_QUEUE);
+    let mut inflight = InFlight::new();
+    loop {
+        while let Some(transmit) = op.poll_transmit() {
+            match transmit {
+                Transmit::Request(req) => {
+                    let id = req.id;
+                    let task = perform(
+                        Arc::clone(connector),
+                        Arc::clone(&endpoint),
+                        req,
+                        tx.clone(),
+                    )
+                    .instrument(tracing::Span::current());
+                    let handle = inflight.tasks.spawn(task);
+                    inflight.handles.insert(id, handle);
+                }
+                Transmit::Cancel(id) => {
+                    if let Some(handle) = inflight.handles.remove(&id) {
+                        tracing::debug!(request = %id, "relay request cancelled");
+                        handle.abort();
+                    }
+                }
+            }
+        }
+        if let Some(outcome) = op.poll_outcome() {
+            return Ok(outcome);
+        }
+        inflight.reap();
+        let wake = op.poll_timeout();
+        if wake.is_none() && inflight.is_idle() && rx.is_empty() {
+            return Err(transport(
+                TransportErrorKind::Io,
+                "the operation stalled: no request in flight and nothing to wait for",
+            ));
+        }
+        let sleep = wake.map(tokio::time::Instant::from_std);
+        tokio::select! {
+            event = rx.recv() => {
+                if let Some((id, event)) = event {
+                    op.handle_event(id, event, now());
+                }
+            }
+            () = async {
+                match sleep {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                op.handle_timeout(now());
+            }
+        }
+    }
+}

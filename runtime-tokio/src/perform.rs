@@ -1,0 +1,145 @@
+//! Performing one [`HttpRequest`] of the core and reporting what happened
+//! as [`HttpEvent`]s: the head once, body chunks as they arrive (streamed,
+//! which the SSE leg needs), then the end, or a failure at any point.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, HOST, HeaderName, HeaderValue};
+use http::{Method, Request};
+use http_body_util::{BodyExt, Full};
+use human_plus_core::{
+    Error, HttpEvent, HttpMethod, HttpRequest, RelayEndpoint, RequestId, TransportErrorKind,
+};
+use tokio::sync::mpsc;
+
+use crate::connect::{Connector, transport};
+
+/// Where a request's events go: `(request, event)` into the operation's
+/// channel.
+pub(crate) type EventSender = mpsc::Sender<(RequestId, HttpEvent)>;
+
+/// The request's reporter. A send fails only when the operation is gone,
+/// and then there is nobody left to tell.
+struct Events {
+    id: RequestId,
+    tx: EventSender,
+}
+
+impl Events {
+    /// Reports `event`; false when the operation no longer listens.
+    async fn send(&self, event: HttpEvent) -> bool {
+        self.tx.send((self.id, event)).await.is_ok()
+    }
+}
+
+/// Performs `req` against `endpoint` and reports its events, bounded by the
+/// request's deadline. Never panics on any network input.
+pub(crate) async fn perform(
+    connector: Arc<Connector>,
+    endpoint: Arc<RelayEndpoint>,
+    req: HttpRequest,
+    tx: EventSender,
+) {
+    let events = Events { id: req.id, tx };
+    tracing::debug!(
+        request = %req.id,
+        method = req.method.as_str(),
+        leg = ?req.leg,
+        url = %req.url,
+        "relay request"
+    );
+    let deadline = tokio::time::Instant::from_std(req.deadline);
+    let run = exchange(&connector, &endpoint, req, &events);
+    match tokio::time::timeout_at(deadline, run).await {
+        Ok(Ok(())) => {}
+        Ok(Err(failure)) => {
+            tracing::debug!(request = %events.id, error = %failure, "relay request failed");
+            events.send(HttpEvent::Failed(failure)).await;
+        }
+        // Past its deadline the core no longer cares about the request (its
+        // own timer, at that same instant, decides the exchange): stop, and
+        // report nothing that could race the core's timeout.
+        Err(_) => tracing::debug!(request = %events.id, "relay request reached its deadline"),
+    }
+}
+
+/// Connects, sends, and streams the response.
+async fn exchange(
+    connector: &Connector,
+    endpoint: &RelayEndpoint,
+    req: HttpRequest,
+    events: &Events,
+) -> Result<(), Error> {
+    let id = req.id;
+    let request = build(endpoint, req)?;
+    let mut connection = connector.open(endpoint).await?;
+    let response = connection
+        .sender
+        .send_request(request)
+        .await
+        .map_err(|e| io_error("sending the request", &e))?;
+    let status = response.status().as_u16();
+    tracing::debug!(request = %id, status, "relay response head");
+    if !events.send(HttpEvent::Head(status)).await {
+        return Ok(());
+    }
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| io_error("reading the response body", &e))?;
+        if let Ok(data) = frame.into_data()
+            && !data.is_empty()
+            && !events.send(HttpEvent::Body(data.to_vec())).await
+        {
+            return Ok(());
+        }
+    }
+    events.send(HttpEvent::End).await;
+    Ok(())
+}
+
+fn io_error(doing: &str, e: &hyper::Error) -> Error {
+    transport(TransportErrorKind::Io, format!("{doing}: {e}"))
+}
+
+/// The HTTP/1.1 request: origin-form target from the URL (the only place
+/// the secret URL is used), the `Host` header, the core's headers, and the
+/// body with its length on POST.
+fn build(endpoint: &RelayEndpoint, req: HttpRequest) -> Result<Request<Full<Bytes>>, Error> {
+    let malformed = || {
+        transport(
+            TransportErrorKind::Io,
+            "the relay request could not be encoded as HTTP/1.1",
+        )
+    };
+    let uri: http::Uri = req.url.expose().parse().map_err(|_| malformed())?;
+    let target = uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_owned();
+    let method = match req.method {
+        HttpMethod::Get => Method::GET,
+        HttpMethod::Post => Method::POST,
+    };
+    let is_post = method == Method::POST;
+    let host = HeaderValue::from_str(endpoint.host_header()).map_err(|_| malformed())?;
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(target)
+        .header(HOST, host);
+    for (name, value) in &req.headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| malformed())?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| malformed())?;
+        if name == http::header::AUTHORIZATION {
+            value.set_sensitive(true);
+        }
+        builder = builder.header(name, value);
+    }
+    let body = req.body.unwrap_or_default();
+    if is_post {
+        builder = builder.header(CONTENT_LENGTH, body.len());
+    }
+    builder
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|_| malformed())
+}
