@@ -1,1 +1,669 @@
-//! One conformance suite for every Human+ runtime and transport.
+//! # The Human+ conformance suite
+//!
+//! One suite, written once, run against every runtime (`tokio`, `blocking`,
+//! `async-std`) and every receive leg (SSE, the Fancy long-poll), over
+//! loopback HTTP and over TLS, against [`human_plus_relay::RelayServer`] and
+//! [`human_plus_relay::DemoSurface`]. The scenarios are plain functions
+//! generic over a [`Runtime`]; `tests/conformance.rs` instantiates them.
+//!
+//! Every runtime exposes the same manager API; [`Client`] is that API made
+//! synchronous so one scenario drives all three.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod scenarios;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use human_plus_core::{
+    Activity, CallResult, ConflictDetection, Discovery, EgressPolicy, Entropy, Error,
+    ManagerConfig, Participant, ReceiveLeg, SurfaceAttachment, SurfaceChanges, SurfaceInvitation,
+    TransportConfig, TrustPolicy,
+};
+use human_plus_relay::{
+    DemoSurface, Faults, GeneratedCert, RelayHandle, RelayServer, RevisionMode, SurfaceLeg,
+    TlsConfig,
+};
+use human_plus_runtime::{OsEntropy, TlsRoots};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The manager API of every runtime, synchronously.
+pub trait Client: Send + Sync {
+    /// `attach`
+    fn attach(
+        &self,
+        owner: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<SurfaceAttachment, Error>;
+    /// `tools`
+    fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error>;
+    /// `call`
+    fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error>;
+    /// `changes_since`
+    fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error>;
+    /// `announce`
+    fn announce(&self, owner: &str, id: &str, activity: &Activity) -> Result<(), Error>;
+    /// `conflict_detection`
+    fn conflict_detection(&self, owner: &str, id: &str) -> Result<ConflictDetection, Error>;
+    /// `status`
+    fn status(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
+    /// `detach`
+    fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
+}
+
+/// What a client is built from.
+#[derive(Clone)]
+pub struct Setup {
+    /// The manager configuration.
+    pub config: ManagerConfig,
+    /// The TLS roots.
+    pub roots: TlsRoots,
+    /// Names the test resolver answers (empty: the system resolver).
+    pub hosts: Vec<(String, Vec<IpAddr>)>,
+}
+
+/// A runtime under test.
+pub trait Runtime {
+    /// Its name.
+    const NAME: &'static str;
+    /// A client over a manager built from `setup`.
+    fn client(setup: Setup) -> Box<dyn Client>;
+}
+
+macro_rules! forward_client {
+    ($ty:ty, |$s:ident, $e:ident| $wrap:expr) => {
+        impl Client for $ty {
+            fn attach(
+                &self,
+                owner: &str,
+                invitation: SurfaceInvitation,
+                participant: Participant,
+            ) -> Result<SurfaceAttachment, Error> {
+                let $s = self;
+                let $e = $s.hp.attach(owner, invitation, participant);
+                $wrap
+            }
+            fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error> {
+                let $s = self;
+                let $e = $s.hp.tools(owner, id);
+                $wrap
+            }
+            fn call(
+                &self,
+                owner: &str,
+                id: &str,
+                tool: &str,
+                args: Value,
+            ) -> Result<CallResult, Error> {
+                let $s = self;
+                let $e = $s.hp.call(owner, id, tool, args);
+                $wrap
+            }
+            fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error> {
+                let $s = self;
+                let $e = $s.hp.changes_since(owner, id);
+                $wrap
+            }
+            fn announce(&self, owner: &str, id: &str, activity: &Activity) -> Result<(), Error> {
+                let $s = self;
+                let $e = $s.hp.announce(owner, id, activity);
+                $wrap
+            }
+            fn conflict_detection(
+                &self,
+                owner: &str,
+                id: &str,
+            ) -> Result<ConflictDetection, Error> {
+                let $s = self;
+                let $e = $s.hp.conflict_detection(owner, id);
+                $wrap
+            }
+            fn status(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error> {
+                let $s = self;
+                let $e = $s.hp.status(owner, id);
+                $wrap
+            }
+            fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error> {
+                let $s = self;
+                let $e = $s.hp.detach(owner, id);
+                $wrap
+            }
+        }
+    };
+}
+
+/// The tokio runtime.
+pub struct Tokio;
+
+struct TokioClient {
+    rt: tokio::runtime::Runtime,
+    hp: human_plus_tokio::HumanPlus,
+}
+
+forward_client!(TokioClient, |s, e| s.rt.block_on(e));
+
+impl Runtime for Tokio {
+    const NAME: &'static str = "tokio";
+    fn client(setup: Setup) -> Box<dyn Client> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut b = human_plus_tokio::HumanPlus::builder(setup.config).tls_roots(setup.roots);
+        if !setup.hosts.is_empty() {
+            b = b.resolver(Arc::new(
+                setup
+                    .hosts
+                    .into_iter()
+                    .collect::<human_plus_tokio::StaticResolver>(),
+            ));
+        }
+        Box::new(TokioClient {
+            rt,
+            hp: b.build().unwrap(),
+        })
+    }
+}
+
+/// The blocking runtime.
+pub struct Blocking;
+
+struct BlockingClient {
+    hp: human_plus_blocking::HumanPlus,
+}
+
+forward_client!(BlockingClient, |s, e| {
+    let _ = s;
+    e
+});
+
+impl Runtime for Blocking {
+    const NAME: &'static str = "blocking";
+    fn client(setup: Setup) -> Box<dyn Client> {
+        let mut b = human_plus_blocking::HumanPlus::builder(setup.config).tls_roots(setup.roots);
+        if !setup.hosts.is_empty() {
+            b = b.resolver(Arc::new(
+                setup
+                    .hosts
+                    .into_iter()
+                    .collect::<human_plus_blocking::StaticResolver>(),
+            ));
+        }
+        Box::new(BlockingClient {
+            hp: b.build().unwrap(),
+        })
+    }
+}
+
+/// The async-std runtime (driven by async-io's executor here; its own
+/// tests run it under async-std's and smol's executors).
+pub struct AsyncStd;
+
+struct AsyncStdClient {
+    hp: human_plus_async_std::HumanPlus,
+}
+
+forward_client!(AsyncStdClient, |s, e| {
+    let _ = s;
+    async_io::block_on(e)
+});
+
+impl Runtime for AsyncStd {
+    const NAME: &'static str = "async-std";
+    fn client(setup: Setup) -> Box<dyn Client> {
+        let mut b = human_plus_async_std::HumanPlus::builder(setup.config).tls_roots(setup.roots);
+        if !setup.hosts.is_empty() {
+            b = b.resolver(Arc::new(
+                setup
+                    .hosts
+                    .into_iter()
+                    .collect::<human_plus_async_std::StaticResolver>(),
+            ));
+        }
+        Box::new(AsyncStdClient {
+            hp: b.build().unwrap(),
+        })
+    }
+}
+
+/// How the suite's environment is set up.
+#[derive(Debug, Clone)]
+pub struct EnvOptions {
+    /// Serve the relay over TLS (at `relay.test`, resolved by the test
+    /// resolver to 127.0.0.1).
+    pub tls: bool,
+    /// The page's receive leg.
+    pub surface_leg: SurfaceLeg,
+    /// How the surface treats revisions.
+    pub revisions: RevisionMode,
+    /// Whether the surface offers a change feed.
+    pub change_feed: bool,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        EnvOptions {
+            tls: false,
+            surface_leg: SurfaceLeg::Sse,
+            revisions: RevisionMode::Enforced,
+            change_feed: true,
+        }
+    }
+}
+
+/// A relay and a demo surface on a background tokio runtime.
+pub struct Env {
+    rt: tokio::runtime::Runtime,
+    relay: Option<RelayHandle>,
+    surface: Option<DemoSurface>,
+    /// The generated certificate, with TLS.
+    pub cert: Option<GeneratedCert>,
+    /// The session id.
+    pub session: String,
+    /// The session token (unique per environment, so leaks can be searched
+    /// for).
+    pub token: String,
+    /// The relay's port.
+    pub port: u16,
+    /// The options.
+    pub options: EnvOptions,
+}
+
+/// The name the TLS relay is reached at.
+pub const RELAY_HOST: &str = "relay.test";
+
+/// A fresh random hex string.
+#[must_use]
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    OsEntropy.fill_bytes(&mut buf);
+    human_plus_core::hex(&buf)
+}
+
+impl Env {
+    /// Starts a relay and a surface with the default options.
+    #[must_use]
+    pub fn start() -> Env {
+        Env::with(EnvOptions::default())
+    }
+
+    /// Starts a relay and a surface.
+    #[must_use]
+    pub fn with(options: EnvOptions) -> Env {
+        watch();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let session = format!("conf_{}", random_hex(6));
+        let token = format!("tok{}", random_hex(16));
+        let (relay, cert) = rt.block_on(async {
+            if options.tls {
+                let (tls, cert) = TlsConfig::generate_for(&[RELAY_HOST, "127.0.0.1"]).unwrap();
+                (
+                    RelayServer::builder().tls(tls).start().await.unwrap(),
+                    Some(cert),
+                )
+            } else {
+                (RelayServer::builder().start().await.unwrap(), None)
+            }
+        });
+        let port = relay.addr().port();
+        let mut b = DemoSurface::builder(relay.base_url(), &session, &token)
+            .leg(options.surface_leg)
+            .revisions(options.revisions)
+            .change_feed(options.change_feed)
+            .cells([("A1", "alpha"), ("B2", "beta"), ("B4", "4")]);
+        if let Some(cert) = &cert {
+            b = b.tls_roots([cert.ca_der().clone()]);
+        }
+        let surface = rt.block_on(b.start()).unwrap();
+        Env {
+            rt,
+            relay: Some(relay),
+            surface: Some(surface),
+            cert,
+            session,
+            token,
+            port,
+            options,
+        }
+    }
+
+    /// The relay.
+    #[must_use]
+    pub fn relay(&self) -> &RelayHandle {
+        self.relay.as_ref().unwrap()
+    }
+
+    /// The surface.
+    #[must_use]
+    pub fn surface(&self) -> &DemoSurface {
+        self.surface.as_ref().unwrap()
+    }
+
+    /// Runs a future on the environment's runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Injects faults into this session.
+    pub fn faults(&self, faults: Faults) {
+        self.relay().set_faults(&self.session, faults);
+    }
+
+    /// The relay's base URL as clients use it.
+    #[must_use]
+    pub fn client_url(&self) -> String {
+        if self.options.tls {
+            format!("https://{RELAY_HOST}:{}", self.port)
+        } else {
+            format!("http://127.0.0.1:{}", self.port)
+        }
+    }
+
+    /// The invitation for this session.
+    #[must_use]
+    pub fn invitation(&self) -> SurfaceInvitation {
+        self.invitation_with_token(&self.token)
+    }
+
+    /// An invitation with another token.
+    #[must_use]
+    pub fn invitation_with_token(&self, token: &str) -> SurfaceInvitation {
+        if self.options.tls {
+            SurfaceInvitation::new(self.client_url(), &self.session, token, "sheet:one", "Demo")
+                .unwrap()
+        } else {
+            SurfaceInvitation::new_insecure_loopback(
+                self.client_url(),
+                &self.session,
+                token,
+                "sheet:one",
+                "Demo",
+            )
+            .unwrap()
+        }
+    }
+
+    /// The egress policy that reaches this relay directly.
+    #[must_use]
+    pub fn egress(&self) -> EgressPolicy {
+        if self.options.tls {
+            EgressPolicy::new([RELAY_HOST])
+                .allow_ports([self.port])
+                .allow_unverified_egress(true)
+                .allow_addresses(["127.0.0.1/32".parse().unwrap()])
+        } else {
+            EgressPolicy::new(["127.0.0.1"])
+                .allow_ports([self.port])
+                .allow_unverified_egress(true)
+        }
+    }
+
+    /// A setup for `leg` with `trust`.
+    #[must_use]
+    pub fn setup(&self, leg: ReceiveLeg, trust: TrustPolicy) -> Setup {
+        let config = ManagerConfig::new(self.egress(), trust)
+            .transport(TransportConfig::default().receive_leg(leg));
+        self.setup_with(config)
+    }
+
+    /// A setup with a whole configuration.
+    #[must_use]
+    pub fn setup_with(&self, config: ManagerConfig) -> Setup {
+        let (roots, hosts) = match &self.cert {
+            Some(cert) => (
+                TlsRoots::only([cert.ca_der().clone()]),
+                vec![(RELAY_HOST.to_owned(), vec!["127.0.0.1".parse().unwrap()])],
+            ),
+            None => (TlsRoots::webpki(), Vec::new()),
+        };
+        Setup {
+            config,
+            roots,
+            hosts,
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let surface = self.surface.take();
+        let relay = self.relay.take();
+        self.rt.block_on(async {
+            if let Some(s) = surface {
+                s.shutdown().await;
+            }
+            if let Some(r) = relay {
+                r.shutdown().await;
+            }
+        });
+    }
+}
+
+/// A TCP listener that counts the connections it accepts: the target of
+/// hostile invitations, which must never be reached.
+pub struct Trap {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    accepted: Arc<AtomicUsize>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Trap {
+    /// Starts a trap.
+    #[must_use]
+    pub fn start() -> Trap {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
+        let rt2 = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let std_listener = listener.into_std().unwrap();
+        rt2.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+            while let Ok((_sock, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        drop(rt);
+        Trap {
+            port,
+            accepted,
+            _rt: rt2,
+        }
+    }
+
+    /// How many connections reached it.
+    #[must_use]
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// An HTTP CONNECT proxy written for the tests: it records every CONNECT
+/// target and splices bytes.
+pub struct ConnectProxy {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    targets: Arc<Mutex<Vec<String>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl ConnectProxy {
+    /// Starts a proxy.
+    #[must_use]
+    pub fn start() -> ConnectProxy {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let targets = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&targets);
+        rt.spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let seen = Arc::clone(&seen);
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                        if client.read_exact(&mut byte).await.is_err() {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let text = String::from_utf8_lossy(&head).into_owned();
+                    let mut words = text.split_whitespace();
+                    if words.next() != Some("CONNECT") {
+                        let _ = client
+                            .write_all(
+                                b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n",
+                            )
+                            .await;
+                        return;
+                    }
+                    let target = words.next().unwrap_or_default().to_owned();
+                    seen.lock().unwrap().push(target.clone());
+                    let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                        let _ = client
+                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
+                            .await;
+                        return;
+                    };
+                    if client
+                        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                });
+            }
+        });
+        ConnectProxy {
+            port,
+            targets,
+            _rt: rt,
+        }
+    }
+
+    /// The CONNECT targets asked for, in order.
+    #[must_use]
+    pub fn targets(&self) -> Vec<String> {
+        self.targets.lock().unwrap().clone()
+    }
+
+    /// Its URL, for [`EgressPolicy::egress_proxy`].
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Everything every runtime logged through `tracing`, at TRACE, across the
+/// whole test process.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut b) = self.0.lock() {
+            b.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+static CAPTURED: OnceLock<Captured> = OnceLock::new();
+
+/// Installs the capturing subscriber (once per process).
+fn watch() -> &'static Captured {
+    CAPTURED.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        captured
+    })
+}
+
+/// Whether anything logged so far contains `needle`.
+#[must_use]
+pub fn logged(needle: &str) -> bool {
+    let bytes = watch().0.lock().map(|b| b.clone()).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).contains(needle)
+}
+
+/// How many bytes have been logged so far (to show logging is on).
+#[must_use]
+pub fn logged_len() -> usize {
+    watch().0.lock().map(|b| b.len()).unwrap_or_default()
+}
+
+/// Asserts that neither the error's `Display` nor its `Debug` contains
+/// `token`.
+pub fn assert_no_token<E: std::fmt::Debug + std::fmt::Display>(e: &E, token: &str) {
+    assert!(!e.to_string().contains(token), "token in Display: {e}");
+    assert!(!format!("{e:?}").contains(token), "token in Debug");
+}
+
+/// The receive legs every scenario runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegKind {
+    /// SSE.
+    Sse,
+    /// The Fancy relay's long-poll.
+    Poll,
+}
+
+impl LegKind {
+    /// The core's receive leg.
+    #[must_use]
+    pub fn receive_leg(self) -> ReceiveLeg {
+        match self {
+            LegKind::Sse => ReceiveLeg::Sse,
+            LegKind::Poll => ReceiveLeg::FancyPoll {
+                wait: Duration::from_secs(20),
+            },
+        }
+    }
+}
+
+/// Cells of a sheet, as a map, for assertions.
+#[must_use]
+pub fn cells(env: &Env) -> BTreeMap<String, String> {
+    env.surface().cells()
+}

@@ -1,0 +1,642 @@
+//! The scenarios, each generic over the runtime.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use human_plus_core::{
+    Activity, AttachmentState, ChangeFeed, ConflictDetection, EgressPolicy, EgressRule, Error,
+    ManagerConfig, Participant, Priority, ProtocolError, SurfaceInvitation, ToolRefusal,
+    TransportConfig, TrustPolicy, Unauthorized,
+};
+use human_plus_relay::{CallOutcome, Faults, Leg as RelayLeg};
+use human_plus_runtime::TlsRoots;
+use serde_json::json;
+
+use crate::{
+    ConnectProxy, Env, EnvOptions, LegKind, RELAY_HOST, Runtime, Setup, Trap, assert_no_token,
+    logged, logged_len,
+};
+
+const OWNER: &str = "session:one";
+
+fn agent() -> Participant {
+    Participant::new("agent:one", "Assistant", "#7c3aed")
+}
+
+/// The trust the lifecycle declares: the sheet's tools, and the
+/// confirmation tool too, which must still never be offered.
+fn sheet_trust(pins: Vec<(String, String)>) -> TrustPolicy {
+    TrustPolicy::allowing(
+        [
+            "sheet_describe",
+            "sheet_get_cell",
+            "sheet_get_range",
+            "sheet_set_cell",
+            "changes_since",
+            "sheet_confirm_edit",
+        ],
+        pins,
+    )
+}
+
+/// The whole lifecycle: attach, tools (reserved tool withheld, pinned tool
+/// admitted, pin mismatch refused), read with revision, a person's edit,
+/// the agent's pinned write refused with nothing written, the change feed
+/// deferring to the person, re-read and a successful write, activity
+/// received, detach leaving the person's session alive.
+pub fn lifecycle<R: Runtime>(leg: LegKind, tls: bool) {
+    let env = Env::with(EnvOptions {
+        tls,
+        ..EnvOptions::default()
+    });
+    let leg = leg.receive_leg();
+
+    // Discover once without pins to learn the digest to pin.
+    let probe = R::client(env.setup(leg.clone(), sheet_trust(vec![])));
+    let a = probe.attach(OWNER, env.invitation(), agent()).unwrap();
+    let d = probe.tools(OWNER, a.id()).unwrap();
+    let names: Vec<&str> = d.tools.iter().map(|t| t.name()).collect();
+    assert!(names.contains(&"sheet_set_cell"), "{names:?}");
+    assert!(
+        !names.contains(&"sheet_confirm_edit"),
+        "reserved tool offered"
+    );
+    assert!(
+        d.withheld
+            .iter()
+            .any(|w| w.name == "sheet_confirm_edit" && matches!(w.reason, ToolRefusal::Reserved(_)))
+    );
+    let digest = d
+        .tools
+        .iter()
+        .find(|t| t.name() == "sheet_set_cell")
+        .unwrap()
+        .digest();
+
+    // A wrong pin refuses the whole operation.
+    let wrong = R::client(env.setup(
+        leg.clone(),
+        sheet_trust(vec![(
+            "sheet_set_cell".into(),
+            "sha256:00000000000000000000000000000000".into(),
+        )]),
+    ));
+    let w = wrong.attach(OWNER, env.invitation(), agent()).unwrap();
+    let e = wrong.tools(OWNER, w.id()).unwrap_err();
+    assert_eq!(
+        e,
+        Error::ToolRefused(ToolRefusal::PinChanged("sheet_set_cell".into()))
+    );
+
+    // The agent, with the right pin.
+    let hp = R::client(env.setup(
+        leg.clone(),
+        sheet_trust(vec![("sheet_set_cell".into(), digest)]),
+    ));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    assert_eq!(
+        hp.conflict_detection(OWNER, a.id()).unwrap(),
+        ConflictDetection::NotObserved
+    );
+    let d = hp.tools(OWNER, a.id()).unwrap();
+    assert!(d.tools.iter().any(|t| t.name() == "sheet_set_cell"));
+
+    // A read, with its revision.
+    let read = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "B4"}))
+        .unwrap();
+    assert!(
+        read.text.contains("<untrusted-tool-output"),
+        "{}",
+        read.text
+    );
+    let r1 = read.revision.clone().expect("the demo surface mints");
+    assert_eq!(r1.token(), env.surface().revision());
+    assert_eq!(
+        hp.conflict_detection(OWNER, a.id()).unwrap(),
+        ConflictDetection::Minted
+    );
+
+    // The person edits B4.
+    env.surface().person().set_cell("B4", "12").unwrap();
+
+    // The agent's write, pinned to r1, is refused; nothing is written.
+    let writes_before = env.surface().writes().len();
+    let e = hp
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "B4", "value": "99"}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), "surface_changed_under_you", "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("`sheet_set_cell` was NOT applied"), "{text}");
+    assert!(text.contains(&format!("revision {}", r1.token())), "{text}");
+    assert_eq!(env.surface().cell("B4").as_deref(), Some("12"));
+    assert_eq!(env.surface().writes().len(), writes_before);
+    assert!(
+        env.surface()
+            .calls()
+            .iter()
+            .any(|c| matches!(c.outcome, CallOutcome::Refused { .. }))
+    );
+    let status = hp.status(OWNER, a.id()).unwrap();
+    assert_eq!(status.state(), AttachmentState::Attached);
+    assert_eq!(status.revision(), None, "the stale revision is dropped");
+    assert_eq!(
+        hp.conflict_detection(OWNER, a.id()).unwrap(),
+        ConflictDetection::Enforced
+    );
+
+    // The change feed defers to the person.
+    let changes = hp.changes_since(OWNER, a.id()).unwrap();
+    assert!(changes.answered());
+    assert!(!changes.nothing_changed());
+    assert!(
+        changes.defer_to().iter().any(|c| c.handle() == "B4"),
+        "{:?}",
+        changes.to_json()
+    );
+    assert_eq!(
+        hp.status(OWNER, a.id()).unwrap().change_feed(),
+        ChangeFeed::Attributed
+    );
+
+    // Re-read, then a successful write.
+    hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "B4"}))
+        .unwrap();
+    let write = hp
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "C1", "value": "agent"}),
+        )
+        .unwrap();
+    assert!(write.pinned.is_some(), "the write went out pinned");
+    assert_eq!(env.surface().cell("C1").as_deref(), Some("agent"));
+    assert_eq!(env.surface().cell("B4").as_deref(), Some("12"));
+
+    // Activity reaches the surface.
+    hp.announce(
+        OWNER,
+        a.id(),
+        &Activity::new("editing")
+            .target("C1")
+            .priority(Priority::Attention)
+            .correlation_id("run-7"),
+    )
+    .unwrap();
+    let seen = env.block_on(
+        env.surface()
+            .wait_for(Duration::from_secs(10), |s| !s.activity().is_empty()),
+    );
+    assert!(seen, "the surface never saw the activity");
+    let activity = &env.surface().activity()[0];
+    assert_eq!(activity["actor"]["type"], "agent");
+    assert_eq!(activity["actor"]["id"], "agent:one");
+    assert_eq!(activity["target"], "C1");
+    assert_eq!(activity["priority"], "attention");
+    assert_eq!(activity["correlationId"], "run-7");
+
+    // Detach leaves the person's session alive.
+    let detached = hp.detach(OWNER, a.id()).unwrap();
+    assert_eq!(detached.state(), AttachmentState::Detached);
+    assert!(env.relay().sessions().contains(&env.session));
+    assert_eq!(
+        hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+            .unwrap_err(),
+        Error::NotAttached(AttachmentState::Detached)
+    );
+    // Another owner can see nothing.
+    assert_eq!(
+        hp.status("session:two", a.id()).unwrap_err(),
+        Error::AttachmentUnauthorized(Unauthorized::Owner)
+    );
+
+    assert!(logged_len() > 0, "the runtime logs through tracing");
+    assert!(!logged(&env.token), "the token reached a log line");
+    assert!(!format!("{:?}", hp.status(OWNER, a.id()).unwrap()).contains(&env.token));
+}
+
+/// 410 and 401 are terminal, distinct, and never retried.
+pub fn gone_and_unauthorized<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+
+    // 401: a wrong token on a live session.
+    let bad = hp
+        .attach(
+            OWNER,
+            env.invitation_with_token(&format!("wrong{}", crate::random_hex(8))),
+            agent(),
+        )
+        .unwrap();
+    let e = hp.tools(OWNER, bad.id()).unwrap_err();
+    assert_eq!(e, Error::AttachmentUnauthorized(Unauthorized::Relay));
+    assert_eq!(
+        hp.status(OWNER, bad.id()).unwrap().state(),
+        AttachmentState::AttachmentUnauthorized
+    );
+    assert_eq!(
+        hp.tools(OWNER, bad.id()).unwrap_err(),
+        Error::NotAttached(AttachmentState::AttachmentUnauthorized)
+    );
+
+    // 410: the session ends under a working attachment.
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    assert!(env.relay().drop_session(&env.session));
+    let e = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap_err();
+    assert_eq!(e, Error::SurfaceUnavailable);
+    assert_no_token(&e, &env.token);
+    assert_eq!(
+        hp.status(OWNER, a.id()).unwrap().state(),
+        AttachmentState::SurfaceUnavailable
+    );
+    assert_eq!(
+        hp.announce(OWNER, a.id(), &Activity::new("x")).unwrap_err(),
+        Error::NotAttached(AttachmentState::SurfaceUnavailable)
+    );
+    assert!(!logged(&env.token));
+}
+
+/// A page that never answers ends the exchange within its timeout.
+pub fn silent_page<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let mut config = ManagerConfig::new(env.egress(), sheet_trust(vec![]));
+    config.transport = TransportConfig::default()
+        .receive_leg(leg.receive_leg())
+        .timeout(Duration::from_secs(2));
+    let hp = R::client(env.setup_with(config));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    env.faults(Faults::new().drop_replies());
+    let start = Instant::now();
+    let e = hp.tools(OWNER, a.id()).unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(e, Error::Timeout);
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert!(
+        took < Duration::from_secs(12),
+        "did not end near its timeout: {took:?}"
+    );
+    assert!(hp.status(OWNER, a.id()).unwrap().is_attached());
+}
+
+/// What a fault must produce.
+#[derive(Debug)]
+enum Expect {
+    Ok,
+    Code(&'static str),
+    Is(Error),
+}
+
+/// Every fault of the relay's injection list gives the right typed error or
+/// success, never a panic or a hang.
+pub fn faults<R: Runtime>(leg: LegKind) {
+    let sse = leg == LegKind::Sse;
+    let receive = if sse {
+        RelayLeg::Events
+    } else {
+        RelayLeg::Poll
+    };
+    let ms = Duration::from_millis;
+    let cases: Vec<(&str, Faults, Expect)> = vec![
+        (
+            "delay inbox",
+            Faults::new().delay(RelayLeg::Inbox, ms(300)),
+            Expect::Ok,
+        ),
+        (
+            "delay receive",
+            Faults::new().delay(receive, ms(300)),
+            Expect::Ok,
+        ),
+        (
+            "delay outbox",
+            Faults::new().delay(RelayLeg::Outbox, ms(300)),
+            Expect::Ok,
+        ),
+        (
+            "duplicate replies",
+            Faults::new().duplicate_replies(),
+            Expect::Ok,
+        ),
+        (
+            "drop replies",
+            Faults::new().drop_replies(),
+            Expect::Is(Error::Timeout),
+        ),
+        (
+            "5xx inbox",
+            Faults::new().status(RelayLeg::Inbox, 503),
+            Expect::Is(Error::RelayFailed { status: 503 }),
+        ),
+        (
+            "5xx receive",
+            Faults::new().status(receive, 502),
+            Expect::Is(Error::RelayFailed { status: 502 }),
+        ),
+        (
+            "cut mid-event",
+            Faults::new().sse_cut_after(0),
+            if sse {
+                Expect::Is(Error::Protocol(ProtocolError::StreamEnded))
+            } else {
+                Expect::Ok
+            },
+        ),
+        ("trickle", Faults::new().sse_trickle(ms(1)), Expect::Ok),
+        ("crlf", Faults::new().sse_crlf(), Expect::Ok),
+        ("garbage", Faults::new().sse_garbage(), Expect::Ok),
+        (
+            "410 mid-stream",
+            Faults::new().sse_gone_after(0),
+            if sse {
+                Expect::Is(Error::SurfaceUnavailable)
+            } else {
+                Expect::Ok
+            },
+        ),
+        (
+            "oversize event",
+            Faults::new().sse_oversize(300_000),
+            if sse {
+                Expect::Code("protocol_error")
+            } else {
+                Expect::Ok
+            },
+        ),
+    ];
+    for (name, fault, expect) in cases {
+        let env = Env::start();
+        let mut config = ManagerConfig::new(env.egress(), sheet_trust(vec![]));
+        config.transport = TransportConfig::default()
+            .receive_leg(leg.receive_leg())
+            .timeout(Duration::from_secs(4));
+        let hp = R::client(env.setup_with(config));
+        let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+        env.faults(fault);
+        let start = Instant::now();
+        let r = hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}));
+        assert!(start.elapsed() < Duration::from_secs(30), "{name}: hung");
+        match (&expect, &r) {
+            (Expect::Ok, Ok(c)) => assert!(c.text.contains("alpha"), "{name}: {}", c.text),
+            (Expect::Code(code), Err(e)) => assert_eq!(e.code(), *code, "{name}: {e:?}"),
+            (Expect::Is(want), Err(e)) => assert_eq!(e, want, "{name}"),
+            _ => panic!("{name}: expected {expect:?}, got {r:?}"),
+        }
+        if let Err(e) = &r {
+            assert_no_token(e, &env.token);
+        }
+    }
+}
+
+/// Two agents on one session never receive each other's replies.
+pub fn two_agents<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let hp: Arc<dyn crate::Client> =
+        Arc::from(R::client(env.setup(leg.receive_leg(), sheet_trust(vec![]))));
+    let a = hp.attach("owner:a", env.invitation(), agent()).unwrap();
+    let b = hp
+        .attach(
+            "owner:b",
+            env.invitation(),
+            Participant::new("agent:two", "Two", "#0ea5e9"),
+        )
+        .unwrap();
+    assert_ne!(a.client_id(), b.client_id());
+    let run = |owner: &'static str, id: String, cell: &'static str, want: &'static str| {
+        let hp = Arc::clone(&hp);
+        thread::spawn(move || {
+            for _ in 0..8 {
+                let r = hp
+                    .call(owner, &id, "sheet_get_cell", json!({"address": cell}))
+                    .unwrap();
+                assert!(r.text.contains(want), "{owner} got {}", r.text);
+                assert!(
+                    !r.text
+                        .contains(if want == "alpha" { "beta" } else { "alpha" })
+                );
+            }
+        })
+    };
+    let ta = run("owner:a", a.id().to_owned(), "A1", "alpha");
+    let tb = run("owner:b", b.id().to_owned(), "B2", "beta");
+    ta.join().unwrap();
+    tb.join().unwrap();
+}
+
+/// The hostile-invitation corpus: refused with zero requests reaching any
+/// server.
+pub fn hostile_invitations<R: Runtime>() {
+    let trap = Trap::start();
+    let port = trap.port;
+    let token = format!("tok{}", crate::random_hex(16));
+    let proxy = "http://egress.internal:3128";
+    let invitation = |url: &str| SurfaceInvitation::new(url, "demo_001", &token, "s", "a");
+    let trust = TrustPolicy::every_tool(Vec::<(String, String)>::new());
+    let client = |egress: EgressPolicy, hosts: Vec<(String, Vec<std::net::IpAddr>)>| {
+        R::client(Setup {
+            config: ManagerConfig::new(egress, trust.clone()),
+            roots: TlsRoots::webpki(),
+            hosts,
+        })
+    };
+    let refused = |e: &Error, rule: EgressRule, case: &str| match e {
+        Error::EgressRefused(r) => assert_eq!(r.rule, rule, "{case}: {e}"),
+        other => panic!("{case}: expected an egress refusal, got {other:?}"),
+    };
+
+    // Refused by the pure policy, at attach.
+    let url = format!("https://relay.example.com:{port}");
+    let cases: Vec<(&str, String, EgressPolicy, EgressRule)> = vec![
+        (
+            "no proxy",
+            url.clone(),
+            EgressPolicy::new(["relay.example.com"]).allow_ports([port]),
+            EgressRule::ProxyRequired,
+        ),
+        (
+            "host not declared",
+            url.clone(),
+            EgressPolicy::new(["trusted.example.com"])
+                .allow_ports([port])
+                .allow_unverified_egress(true),
+            EgressRule::HostNotDeclared,
+        ),
+        (
+            "port not declared",
+            url.clone(),
+            EgressPolicy::new(["relay.example.com"]).allow_unverified_egress(true),
+            EgressRule::PortNotDeclared,
+        ),
+        (
+            "credentials",
+            format!("https://user:pass@relay.example.com:{port}"),
+            EgressPolicy::new(["relay.example.com"])
+                .allow_ports([port])
+                .egress_proxy(proxy),
+            EgressRule::UrlShape,
+        ),
+        (
+            "query",
+            format!("https://relay.example.com:{port}?tenant=other"),
+            EgressPolicy::new(["relay.example.com"])
+                .allow_ports([port])
+                .egress_proxy(proxy),
+            EgressRule::UrlShape,
+        ),
+        (
+            "fragment",
+            format!("https://relay.example.com:{port}#x"),
+            EgressPolicy::new(["relay.example.com"])
+                .allow_ports([port])
+                .egress_proxy(proxy),
+            EgressRule::UrlShape,
+        ),
+    ];
+    let literal = [
+        "169.254.169.254",
+        "127.0.0.1",
+        "10.0.0.1",
+        "172.16.0.1",
+        "192.168.1.1",
+        "100.64.0.1",
+        "0.0.0.0",
+        "192.0.2.1",
+        "198.18.0.1",
+        "224.0.0.1",
+        "240.0.0.1",
+        "255.255.255.255",
+        "[::1]",
+        "[::]",
+        "[fe80::1]",
+        "[fc00::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:169.254.169.254]",
+        "[64:ff9b::a9fe:a9fe]",
+        "[2002:7f00:1::]",
+        "[2001:db8::1]",
+        "[ff02::1]",
+        "0x7f.1",
+        "2130706433",
+        "017700000001",
+        "127.1",
+    ];
+    for (case, url, egress, rule) in cases {
+        let hp = client(egress, vec![]);
+        let e = hp
+            .attach(OWNER, invitation(&url).unwrap(), agent())
+            .unwrap_err();
+        refused(&e, rule, case);
+        assert_no_token(&e, &token);
+    }
+    for host in literal {
+        let url = format!("https://{host}:{port}");
+        let declared = url::Url::parse(&url)
+            .unwrap()
+            .host_str()
+            .unwrap()
+            .to_owned();
+        let hp = client(
+            EgressPolicy::new([declared.as_str()])
+                .allow_ports([port])
+                .allow_unverified_egress(true),
+            vec![],
+        );
+        let e = hp
+            .attach(OWNER, invitation(&url).unwrap(), agent())
+            .unwrap_err();
+        refused(&e, EgressRule::PrivateAddress, host);
+    }
+    // Plain HTTP to a non-loopback host is refused when the invitation is
+    // built.
+    assert!(invitation(&format!("http://relay.example.com:{port}")).is_err());
+    // Plain HTTP to loopback without the development mode's conditions.
+    let hp = client(
+        EgressPolicy::new(["127.0.0.1"])
+            .allow_ports([port])
+            .egress_proxy(proxy),
+        vec![],
+    );
+    let lo = SurfaceInvitation::new_insecure_loopback(
+        format!("http://127.0.0.1:{port}"),
+        "demo_001",
+        &token,
+        "s",
+        "a",
+    )
+    .unwrap();
+    refused(
+        &hp.attach(OWNER, lo, agent()).unwrap_err(),
+        EgressRule::InsecureLoopback,
+        "loopback without unverified egress",
+    );
+
+    // Names that resolve to private addresses: refused when the runtime
+    // vets its DNS answer, before any connection.
+    for (name, addrs) in [
+        ("private.test", vec!["10.0.0.1"]),
+        ("metadata.test", vec!["169.254.169.254"]),
+        ("loopback6.test", vec!["::1"]),
+        ("mixed.test", vec!["93.184.215.14", "127.0.0.1"]),
+        ("trap.test", vec!["127.0.0.1"]),
+    ] {
+        let ips = addrs.iter().map(|a| a.parse().unwrap()).collect();
+        let hp = client(
+            EgressPolicy::new([name])
+                .allow_ports([port])
+                .allow_unverified_egress(true),
+            vec![(name.to_owned(), ips)],
+        );
+        let a = hp
+            .attach(
+                OWNER,
+                invitation(&format!("https://{name}:{port}")).unwrap(),
+                agent(),
+            )
+            .unwrap();
+        let e = hp.tools(OWNER, a.id()).unwrap_err();
+        refused(&e, EgressRule::PrivateAddress, name);
+        assert_no_token(&e, &token);
+        assert!(
+            hp.status(OWNER, a.id()).unwrap().is_attached(),
+            "a local refusal is not the relay's 401"
+        );
+    }
+    assert_eq!(trap.accepted(), 0, "a hostile invitation reached a server");
+    assert!(!logged(&token));
+}
+
+/// The egress proxy: CONNECT goes to the vetted address, never the name,
+/// and the call succeeds through the tunnel over TLS.
+pub fn through_the_proxy<R: Runtime>(leg: LegKind) {
+    let env = Env::with(EnvOptions {
+        tls: true,
+        ..EnvOptions::default()
+    });
+    let proxy = ConnectProxy::start();
+    let egress = EgressPolicy::new([RELAY_HOST])
+        .allow_ports([env.port])
+        .egress_proxy(proxy.url())
+        .allow_addresses(["127.0.0.1/32".parse().unwrap()]);
+    let config = ManagerConfig::new(egress, sheet_trust(vec![]))
+        .transport(TransportConfig::default().receive_leg(leg.receive_leg()));
+    let hp = R::client(env.setup_with(config));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    let r = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    assert!(r.text.contains("alpha"));
+    let targets = proxy.targets();
+    assert!(!targets.is_empty(), "nothing went through the proxy");
+    let vetted = format!("127.0.0.1:{}", env.port);
+    assert!(targets.iter().all(|t| *t == vetted), "{targets:?}");
+}

@@ -1,0 +1,78 @@
+//! The conformance suite, instantiated for every runtime x receive leg,
+//! over loopback HTTP and over TLS.
+
+use human_plus_conformance::scenarios;
+use human_plus_conformance::{AsyncStd, Blocking, LegKind, Tokio};
+
+macro_rules! suite {
+    ($module:ident, $runtime:ty) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn lifecycle_sse_http() {
+                scenarios::lifecycle::<$runtime>(LegKind::Sse, false);
+            }
+            #[test]
+            fn lifecycle_poll_http() {
+                scenarios::lifecycle::<$runtime>(LegKind::Poll, false);
+            }
+            #[test]
+            fn lifecycle_sse_tls() {
+                scenarios::lifecycle::<$runtime>(LegKind::Sse, true);
+            }
+            #[test]
+            fn lifecycle_poll_tls() {
+                scenarios::lifecycle::<$runtime>(LegKind::Poll, true);
+            }
+            #[test]
+            fn gone_and_unauthorized_sse() {
+                scenarios::gone_and_unauthorized::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn gone_and_unauthorized_poll() {
+                scenarios::gone_and_unauthorized::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn silent_page_sse() {
+                scenarios::silent_page::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn silent_page_poll() {
+                scenarios::silent_page::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn faults_sse() {
+                scenarios::faults::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn faults_poll() {
+                scenarios::faults::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn two_agents_sse() {
+                scenarios::two_agents::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn two_agents_poll() {
+                scenarios::two_agents::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn hostile_invitations() {
+                scenarios::hostile_invitations::<$runtime>();
+            }
+            #[test]
+            fn through_the_proxy_sse() {
+                scenarios::through_the_proxy::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn through_the_proxy_poll() {
+                scenarios::through_the_proxy::<$runtime>(LegKind::Poll);
+            }
+        }
+    };
+}
+
+suite!(tokio, Tokio);
+suite!(blocking, Blocking);
+suite!(async_std, AsyncStd);
