@@ -875,6 +875,14 @@ impl RelayEndpoint {
         RelayUrl { full, query_start }
     }
 
+    /// Whether requests go over TLS: `https`, or plain HTTP only in the
+    /// loopback development mode (the only other case
+    /// [`RelayEndpoint::new`] accepts).
+    #[must_use]
+    pub fn uses_tls(&self) -> bool {
+        !self.loopback_dev
+    }
+
     /// `POST {base}/{session}/inbox?token=…&client=…`: where frames go.
     #[must_use]
     pub fn inbox_url(&self) -> RelayUrl {

@@ -608,11 +608,19 @@ impl Exchange {
         }
     }
 
-    pub(crate) fn handle_error(&mut self, io: &mut Io, id: RequestId, error: Error) {
+    pub(crate) fn handle_error(&mut self, io: &mut Io, id: RequestId, error: Error, now: Instant) {
         if !self.owns(id) {
             return;
         }
         self.open.remove(&id);
+        // A runtime that aborts a request at its deadline (the exchange's)
+        // races the exchange's own timer: past the deadline, whatever the
+        // runtime saw, the exchange timed out.
+        let error = if now >= self.deadline {
+            Error::Timeout
+        } else {
+            error
+        };
         self.finish(io, Err(error));
     }
 }

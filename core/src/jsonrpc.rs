@@ -156,9 +156,26 @@ pub fn correlate(frame: Value, expected: &str) -> Correlation {
 
 /// Correlates raw frame bytes without building a JSON value for frames that
 /// cannot be the reply (a cheap substring test on the id comes first).
+///
+/// Always the same answer as [`correlate`] on the parsed frame: the
+/// substring test is skipped when the id could be spelled with escapes —
+/// a frame holding a `\u` escape, or an id holding a character JSON
+/// escapes (`"`, `\`, a control character) or may escape (`/`).
+///
+/// ```
+/// use human_plus_core::{correlate_bytes, Correlation};
+///
+/// let escaped = br#"{"jsonrpc":"2.0","id":"c\u002dn-1","result":{}}"#;
+/// assert!(matches!(correlate_bytes(escaped, "c-n-1"), Correlation::Reply(_)));
+/// assert_eq!(correlate_bytes(br#"{"id":"c-n-2","result":{}}"#, "c-n-1"), Correlation::Ignore);
+/// ```
 #[must_use]
 pub fn correlate_bytes(frame: &[u8], expected: &str) -> Correlation {
-    if !contains(frame, expected.as_bytes()) {
+    let literal = !contains(frame, b"\\u")
+        && !expected
+            .bytes()
+            .any(|b| matches!(b, b'"' | b'\\' | b'/') || b < 0x20);
+    if literal && !contains(frame, expected.as_bytes()) {
         return Correlation::Ignore;
     }
     match serde_json::from_slice::<Value>(frame) {
@@ -238,6 +255,37 @@ mod tests {
         );
         assert!(contains(b"abcabd", b"abd"));
         assert!(!contains(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn byte_correlation_sees_escaped_ids() {
+        // Found by the `jsonrpc` fuzz target (corpus `escaped_id`): the
+        // substring pre-test dropped a reply whose id the surface wrote
+        // with `\u` escapes, which `correlate` accepts.
+        let frame: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":\"c\\u002dn-1\",\"result\":{}}";
+        assert!(matches!(
+            correlate_bytes(frame, "c-n-1"),
+            Correlation::Reply(_)
+        ));
+        let all = br#"{"id":"\u0063\u002d\u006e\u002d\u0031","result":{}}"#;
+        assert!(matches!(
+            correlate_bytes(all, "c-n-1"),
+            Correlation::Reply(_)
+        ));
+        // Ids JSON must (or may) escape never appear literally.
+        assert!(matches!(
+            correlate_bytes(br#"{"id":"a\"b","result":{}}"#, "a\"b"),
+            Correlation::Reply(_)
+        ));
+        assert!(matches!(
+            correlate_bytes(br#"{"id":"a\/b","error":{}}"#, "a/b"),
+            Correlation::Reply(_)
+        ));
+        // Escapes elsewhere do not make another id match.
+        assert_eq!(
+            correlate_bytes(br#"{"id":"c-n-2","result":{"t":"\u00e9"}}"#, "c-n-1"),
+            Correlation::Ignore
+        );
     }
 
     #[test]

@@ -74,3 +74,6 @@ pub use tool::*;
 pub use toolset::*;
 pub use trust::*;
 pub use wire::*;
+
+/// Re-exported for [`EgressPolicy::allow_addresses`].
+pub use ipnet::IpNet;

@@ -480,7 +480,9 @@ impl<T: OperationOutput> Operation<T> {
         self.machine.io.transmits.pop_front()
     }
 
-    /// When the operation next needs [`Operation::handle_timeout`].
+    /// When the operation next needs [`Operation::handle_timeout`]. While
+    /// the operation is unfinished this is always `Some` (at the latest the
+    /// current exchange's deadline), so a driver never waits unbounded.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.machine.result.is_some() {
@@ -527,7 +529,7 @@ impl<T: OperationOutput> Operation<T> {
     /// TLS, proxy, I/O, or an egress refusal of its resolved addresses).
     pub fn handle_error(&mut self, request: RequestId, error: Error, now: Instant) {
         if let Some(x) = self.machine.exchange.as_mut() {
-            x.handle_error(&mut self.machine.io, request, error);
+            x.handle_error(&mut self.machine.io, request, error, now);
         }
         self.machine.advance(now);
     }

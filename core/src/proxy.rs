@@ -132,6 +132,31 @@ impl ProxyConnectResponse {
         }
     }
 
+    /// Reads the response head and decides: `Ok(None)` while it is
+    /// incomplete, `Ok(Some(head_len))` once the tunnel is established (a
+    /// 2xx status; `buf[head_len..]` already belongs to the tunnel), and the
+    /// [`ProxyConnectResponse::refusal`] for any other status.
+    ///
+    /// ```
+    /// use human_plus_core::ProxyConnectResponse;
+    ///
+    /// assert_eq!(ProxyConnectResponse::established(b"HTTP/1.1 200 OK\r\n\r\n")?, Some(19));
+    /// assert_eq!(ProxyConnectResponse::established(b"HTTP/1.1 200 OK\r\n")?, None);
+    /// assert!(ProxyConnectResponse::established(b"HTTP/1.1 407 Auth\r\n\r\n").is_err());
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ProxyConnectResponse::parse`], and the refusal of a non-2xx
+    /// status.
+    pub fn established(buf: &[u8]) -> Result<Option<usize>, Error> {
+        match Self::parse(buf)? {
+            None => Ok(None),
+            Some((status, head_len)) if (200..=299).contains(&status) => Ok(Some(head_len)),
+            Some((status, _)) => Err(Self::refusal(status)),
+        }
+    }
+
     /// The error for a CONNECT answered with a non-2xx `status` (407:
     /// the proxy wants credentials, 403: its policy refused the target).
     ///

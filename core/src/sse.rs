@@ -459,6 +459,12 @@ impl SseDecoder {
             Ok(s) => s,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         };
+        // Each invalid byte becomes a three-byte U+FFFD: the budget holds
+        // for what is handed out, not only for what arrived.
+        if data.len() > self.max {
+            self.fail();
+            return;
+        }
         let event = match event_type {
             Some(t) if !t.is_empty() => t,
             _ => "message".to_owned(),

@@ -131,7 +131,11 @@ mod tests {
         .unwrap();
         let t = SurfaceTool::describe(&def, &[]);
         assert!(!t.requires_approval);
-        assert_eq!(t.parameters.len(), 1, "non-object property schemas are not parameters");
+        assert_eq!(
+            t.parameters.len(),
+            1,
+            "non-object property schemas are not parameters"
+        );
         assert_eq!(t.required, ["x"]);
         assert!(t.digest.starts_with("sha256:"));
     }

@@ -125,7 +125,7 @@ async fn perform(
         ))
     };
     let tcp = future::or(connecting, timed_out).await?;
-    if endpoint.scheme() == "https" {
+    if endpoint.uses_tls() {
         let tls = tls_handshake(ctx, endpoint, tcp);
         let timed_out = async move {
             Timer::at(connect_deadline).await;
@@ -237,10 +237,7 @@ async fn tunnel(
         if byte[0] != b'\n' && head.len() < PROXY_CONNECT_MAX_HEAD_BYTES {
             continue;
         }
-        if let Some((status, _)) = ProxyConnectResponse::parse(&head)? {
-            if !(200..=299).contains(&status) {
-                return Err(ProxyConnectResponse::refusal(status));
-            }
+        if ProxyConnectResponse::established(&head)?.is_some() {
             return Ok(stream);
         }
     }

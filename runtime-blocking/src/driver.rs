@@ -182,7 +182,7 @@ fn exchange(
     ctl: &Arc<RequestCtl>,
     send: &dyn Fn(HttpEvent) -> bool,
 ) -> Result<(), Stop> {
-    let tls = if endpoint.scheme() == "https" {
+    let tls = if endpoint.uses_tls() {
         Some(net.tls.clone().map_err(Stop::Failed)?)
     } else {
         None

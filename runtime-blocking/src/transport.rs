@@ -313,10 +313,8 @@ impl RelayConnector {
                     if byte[0] != b'\n' && head.len() < PROXY_CONNECT_MAX_HEAD_BYTES {
                         continue;
                     }
-                    match ProxyConnectResponse::parse(&head)? {
-                        None => {}
-                        Some((status, _)) if (200..=299).contains(&status) => return Ok(()),
-                        Some((status, _)) => return Err(ProxyConnectResponse::refusal(status)),
+                    if ProxyConnectResponse::established(&head)?.is_some() {
+                        return Ok(());
                     }
                 }
                 Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}

@@ -84,15 +84,10 @@ impl Connector {
             Some(proxy) => self.tunnel(proxy, &vetted, endpoint).await?,
             None => Rewind::new(self.dial(&vetted, endpoint.port()).await?, Vec::new()),
         };
-        let stream: Box<dyn Stream> = match (endpoint.scheme(), endpoint.is_loopback_dev()) {
-            ("https", _) => Box::new(self.tls(tcp, endpoint).await?),
-            ("http", true) => Box::new(tcp),
-            _ => {
-                return Err(transport(
-                    TransportErrorKind::Tls,
-                    "the relay endpoint has neither https nor the loopback development mode",
-                ));
-            }
+        let stream: Box<dyn Stream> = if endpoint.uses_tls() {
+            Box::new(self.tls(tcp, endpoint).await?)
+        } else {
+            Box::new(tcp)
         };
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
@@ -243,10 +238,7 @@ impl Connector {
                     ));
                 }
                 buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
-                if let Some((status, head_len)) = ProxyConnectResponse::parse(&buf)? {
-                    if !(200..=299).contains(&status) {
-                        return Err(ProxyConnectResponse::refusal(status));
-                    }
+                if let Some(head_len) = ProxyConnectResponse::established(&buf)? {
                     return Ok(buf.split_off(head_len.min(buf.len())));
                 }
             }
