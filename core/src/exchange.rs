@@ -11,13 +11,24 @@ use crate::error::{Error, ProtocolError, Unauthorized};
 use crate::jsonrpc::{Correlation, correlate, correlate_bytes};
 use crate::poll::{parse_broker_poll, parse_fancy_poll};
 use crate::sse::SseDecoder;
-use crate::wire::{HttpMethod, HttpRequest, Leg, ReceiveLeg, RequestId, Transmit, TransportConfig};
+use crate::wire::{
+    HttpEvent, HttpMethod, HttpRequest, Leg, ReceiveLeg, RequestId, Transmit, TransportConfig,
+};
 
 /// How many bytes of an error body are kept to classify it.
 const ERROR_BODY_BYTES: usize = 4096;
 
 /// The most the Fancy relay holds a poll (it clamps `wait` to 25 s).
 const FANCY_MAX_WAIT: Duration = Duration::from_millis(25_000);
+
+/// How long a warm SSE leg may stay open before the runtime closes it (a
+/// later operation then subscribes again).
+const WARM_LEG_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// How long a warm long-poll subscriber is trusted to still exist on the
+/// relay after its last answered poll: the Fancy relay prunes idle pollers
+/// after 60 to 120 s, so past this a new subscriber is made first.
+const WARM_POLL_FRESH: Duration = Duration::from_secs(30);
 
 /// The I/O context an exchange emits into: request ids and the queue of
 /// transmits, shared by every exchange of an operation.
@@ -27,6 +38,8 @@ pub(crate) struct Io {
     pub(crate) config: TransportConfig,
     next_request: u64,
     pub(crate) transmits: VecDeque<Transmit>,
+    /// A warm receive leg between exchanges (warm mode only).
+    pub(crate) warm_leg: Option<WarmLeg>,
 }
 
 impl Io {
@@ -36,6 +49,7 @@ impl Io {
             config,
             next_request: 1,
             transmits: VecDeque::new(),
+            warm_leg: None,
         }
     }
 
@@ -49,6 +63,18 @@ impl Io {
     ) -> RequestId {
         let id = RequestId(self.next_request);
         self.next_request += 1;
+        self.request_as(id, method, leg, url, body, deadline)
+    }
+
+    fn request_as(
+        &mut self,
+        id: RequestId,
+        method: HttpMethod,
+        leg: Leg,
+        url: crate::endpoint::RelayUrl,
+        body: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> RequestId {
         let mut headers: Vec<(&'static str, String)> = Vec::with_capacity(3);
         match leg {
             Leg::Post => {
@@ -116,6 +142,8 @@ enum LegState {
         status: Option<u16>,
         decoder: SseDecoder,
         error_body: Vec<u8>,
+        /// Why the stream is no longer usable (warm legs between exchanges).
+        closed: Option<Error>,
     },
     Poll {
         inflight: Option<PollInFlight>,
@@ -123,7 +151,150 @@ enum LegState {
         subscriber: Option<String>,
         cursor: Option<String>,
         next_at: Option<Instant>,
+        /// When a poll was last answered (warm legs reuse a fresh
+        /// subscriber).
+        last_answered: Option<Instant>,
     },
+}
+
+impl LegState {
+    fn fresh(config: &TransportConfig) -> LegState {
+        match &config.leg {
+            ReceiveLeg::Sse => LegState::Sse {
+                id: None,
+                status: None,
+                decoder: SseDecoder::new(config.max_frame_bytes),
+                error_body: Vec::new(),
+                closed: None,
+            },
+            ReceiveLeg::FancyPoll { .. } | ReceiveLeg::BrokerPoll { .. } => LegState::Poll {
+                inflight: None,
+                subscribed: false,
+                subscriber: None,
+                cursor: None,
+                next_at: None,
+                last_answered: None,
+            },
+        }
+    }
+
+    /// Whether the leg can carry the next exchange's reply.
+    fn alive(&self) -> bool {
+        match self {
+            LegState::None => false,
+            LegState::Sse {
+                id,
+                status,
+                decoder,
+                closed,
+                ..
+            } => {
+                id.is_some()
+                    && status.is_some_and(is_success)
+                    && closed.is_none()
+                    && !decoder.is_poisoned()
+            }
+            LegState::Poll { subscriber, .. } => subscriber.is_some(),
+        }
+    }
+}
+
+/// The receive leg of a warm attachment while no operation runs (see
+/// [`TransportConfig::warm`]).
+///
+/// An [`Outcome`](crate::Outcome) hands it back when the leg is still
+/// usable; the runtime keeps it with the attachment, feeds it whatever its
+/// open stream delivers meanwhile ([`WarmLeg::handle_event`]: the events
+/// of request [`RequestId::WARM`]), and gives it to the next operation with
+/// [`Operation::with_warm_leg`](crate::Operation::with_warm_leg). Frames
+/// that arrive between operations answer nobody and are dropped; a
+/// `session_gone` or `invalid_token` event, or the stream's end, is
+/// remembered, so the next operation fails at once (410/401) or subscribes
+/// again (an ended stream) instead of POSTing into a leg that is gone.
+#[derive(Debug)]
+pub struct WarmLeg {
+    state: LegState,
+}
+
+impl WarmLeg {
+    /// Feeds an event of the warm stream (request [`RequestId::WARM`])
+    /// that arrived while no operation was running.
+    pub fn handle_event(&mut self, event: HttpEvent, now: Instant) {
+        let _ = now;
+        let LegState::Sse {
+            status,
+            decoder,
+            closed,
+            ..
+        } = &mut self.state
+        else {
+            return;
+        };
+        if closed.is_some() {
+            return;
+        }
+        match event {
+            HttpEvent::Head(s) => {
+                *status = Some(s);
+                if !is_success(s) {
+                    *closed = Some(status_error(s, b""));
+                }
+            }
+            HttpEvent::Body(chunk) => {
+                if !status.is_some_and(is_success) {
+                    return;
+                }
+                decoder.push(&chunk);
+                while let Some(event) = decoder.next_event() {
+                    match event {
+                        Err(e) => {
+                            *closed = Some(e);
+                            return;
+                        }
+                        Ok(ev) if ev.event == "error" => {
+                            if let Some(e) = error_event(&ev.data) {
+                                *closed = Some(e);
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
+            HttpEvent::End => *closed = Some(Error::Protocol(ProtocolError::StreamEnded)),
+            HttpEvent::Failed(e) => *closed = Some(e),
+        }
+    }
+
+    /// Whether the leg can still carry a reply (a live SSE stream, or a
+    /// long-poll subscriber).
+    #[must_use]
+    pub fn is_open(&self) -> bool {
+        self.state.alive()
+    }
+
+    /// Whether a stream request ([`RequestId::WARM`]) is open and must be
+    /// kept running by the runtime.
+    #[must_use]
+    pub fn has_stream(&self) -> bool {
+        matches!(
+            &self.state,
+            LegState::Sse {
+                id: Some(_),
+                closed: None,
+                ..
+            }
+        )
+    }
+}
+
+/// The error an SSE `event: error` carries, if it is one the relay sends.
+fn error_event(data: &str) -> Option<Error> {
+    match data.trim() {
+        "session_gone" => Some(Error::SurfaceUnavailable),
+        "invalid_token" => Some(Error::AttachmentUnauthorized(Unauthorized::Relay)),
+        _ => None,
+    }
 }
 
 /// One request/response (or one notification) over the relay.
@@ -145,21 +316,12 @@ impl Exchange {
     /// A request expecting the reply with JSON-RPC id `expect`.
     pub(crate) fn request(io: &mut Io, expect: String, frame: Vec<u8>, now: Instant) -> Self {
         let deadline = now + io.config.timeout;
-        let leg = match &io.config.leg {
-            ReceiveLeg::Sse => LegState::Sse {
-                id: None,
-                status: None,
-                decoder: SseDecoder::new(io.config.max_frame_bytes),
-                error_body: Vec::new(),
-            },
-            ReceiveLeg::FancyPoll { .. } | ReceiveLeg::BrokerPoll { .. } => LegState::Poll {
-                inflight: None,
-                subscribed: false,
-                subscriber: None,
-                cursor: None,
-                next_at: None,
-            },
+        let warm = if io.config.warm {
+            io.warm_leg.take().map(|w| w.state)
+        } else {
+            None
         };
+        let leg = warm.unwrap_or_else(|| LegState::fresh(&io.config));
         let mut x = Exchange {
             expect: Some(expect),
             frame: Some(frame),
@@ -200,13 +362,63 @@ impl Exchange {
     fn start(&mut self, io: &mut Io, now: Instant) {
         match &mut self.leg {
             LegState::None => self.send_post(io),
-            LegState::Sse { id, .. } => {
+            LegState::Sse {
+                id, status, closed, ..
+            } => {
+                // A warm stream that the relay ended with 410/401 decides
+                // now; one that merely ended is replaced.
+                if let Some(e) = closed.take() {
+                    if e.is_terminal() {
+                        self.finish(io, Err(e));
+                        return;
+                    }
+                    self.leg = LegState::fresh(&io.config);
+                    return self.start(io, now);
+                }
+                if let Some(open) = *id
+                    && status.is_some_and(is_success)
+                {
+                    // Warm: the leg is open, the frame may go at once.
+                    self.open.insert(open);
+                    self.send_post(io);
+                    return;
+                }
                 let url = io.endpoint.events_url();
-                let rid = io.request(HttpMethod::Get, Leg::Events, url, None, self.deadline);
+                let rid = if io.config.warm {
+                    io.request_as(
+                        RequestId::WARM,
+                        HttpMethod::Get,
+                        Leg::Events,
+                        url,
+                        None,
+                        now + WARM_LEG_LIFETIME,
+                    )
+                } else {
+                    io.request(HttpMethod::Get, Leg::Events, url, None, self.deadline)
+                };
                 *id = Some(rid);
                 self.open.insert(rid);
             }
-            LegState::Poll { .. } => self.send_poll(io, now, true),
+            LegState::Poll {
+                subscribed,
+                subscriber,
+                last_answered,
+                ..
+            } => {
+                let fresh = subscriber.is_some()
+                    && last_answered
+                        .is_some_and(|t| now.saturating_duration_since(t) < WARM_POLL_FRESH);
+                if fresh {
+                    // Warm: the subscriber exists; post, then poll it.
+                    *subscribed = true;
+                    self.send_post(io);
+                    self.send_poll(io, now, false);
+                } else {
+                    *subscribed = false;
+                    *subscriber = None;
+                    self.send_poll(io, now, true);
+                }
+            }
         }
     }
 
@@ -308,12 +520,28 @@ impl Exchange {
         if self.result.is_some() {
             return;
         }
+        let terminal = result.as_ref().is_err_and(Error::is_terminal);
         self.result = Some(result);
+        let keep = io.config.warm && !terminal && self.leg.alive();
+        let stream = match &self.leg {
+            LegState::Sse { id, .. } if keep => *id,
+            _ => None,
+        };
         for id in std::mem::take(&mut self.open) {
-            io.transmits.push_back(Transmit::Cancel(id));
+            if Some(id) != stream {
+                io.transmits.push_back(Transmit::Cancel(id));
+            }
         }
-        if let LegState::Poll { next_at, .. } = &mut self.leg {
+        if let LegState::Poll {
+            next_at, inflight, ..
+        } = &mut self.leg
+        {
             *next_at = None;
+            *inflight = None;
+        }
+        if keep {
+            let state = std::mem::replace(&mut self.leg, LegState::None);
+            io.warm_leg = Some(WarmLeg { state });
         }
     }
 
@@ -413,6 +641,7 @@ impl Exchange {
                 status,
                 decoder,
                 error_body,
+                ..
             } if *sid == id => {
                 if !status.is_some_and(is_success) {
                     keep_prefix(error_body, chunk, ERROR_BODY_BYTES);
@@ -428,18 +657,12 @@ impl Exchange {
                         }
                         Ok(ev) => {
                             if ev.event == "error" {
-                                match ev.data.trim() {
-                                    "session_gone" => {
-                                        outcome = Some(Err(Error::SurfaceUnavailable));
+                                match error_event(&ev.data) {
+                                    Some(e) => {
+                                        outcome = Some(Err(e));
                                         break;
                                     }
-                                    "invalid_token" => {
-                                        outcome = Some(Err(Error::AttachmentUnauthorized(
-                                            Unauthorized::Relay,
-                                        )));
-                                        break;
-                                    }
-                                    _ => {
+                                    None => {
                                         self.ignored += 1;
                                         continue;
                                     }
@@ -516,8 +739,9 @@ impl Exchange {
             id: Some(sid),
             status,
             error_body,
+            closed,
             ..
-        } = &self.leg
+        } = &mut self.leg
         {
             if *sid == id {
                 let status = status.unwrap_or(0);
@@ -526,6 +750,7 @@ impl Exchange {
                 } else {
                     status_error(status, error_body)
                 };
+                *closed = Some(err.clone());
                 self.finish(io, Err(err));
             }
             return;
@@ -551,11 +776,13 @@ impl Exchange {
             subscribed,
             subscriber,
             cursor,
+            last_answered,
             ..
         } = &mut self.leg
         else {
             return;
         };
+        *last_answered = Some(now);
         let parsed = match &io.config.leg {
             ReceiveLeg::FancyPoll { .. } => parse_fancy_poll(&p.body, max).map(|f| {
                 if let Some(s) = f.subscriber {

@@ -60,7 +60,7 @@ pub use changes::*;
 pub use endpoint::*;
 pub use entropy::*;
 pub use error::*;
-pub use exchange::relay_status_error;
+pub use exchange::{WarmLeg, relay_status_error};
 pub use guard::*;
 pub use invitation::*;
 pub use jsonrpc::*;

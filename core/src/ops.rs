@@ -25,7 +25,7 @@ use crate::error::{
     ConflictDetectionUnavailable, Error, ProtocolError, SurfaceChangedUnderYou, SurfaceError,
     ToolRefusal, Unauthorized,
 };
-use crate::exchange::{Exchange, Io, PostTarget};
+use crate::exchange::{Exchange, Io, PostTarget, WarmLeg};
 use crate::guard::ResultGuard;
 use crate::invitation::{Activity, Participant, SurfaceInvitation};
 use crate::jsonrpc::{
@@ -222,6 +222,11 @@ pub struct Outcome<T> {
     pub init: InitUpdate,
     /// The attachment and client ids the init update is for.
     init_key: (String, String),
+    /// The warm receive leg, still usable, to keep with the attachment for
+    /// the next operation (warm mode only; `None` after a terminal answer,
+    /// a detach, or a leg that broke). Its stream, if
+    /// [`WarmLeg::has_stream`], must be kept running by the runtime.
+    pub warm: Option<WarmLeg>,
 }
 
 impl<T> Outcome<T> {
@@ -424,6 +429,9 @@ struct Machine {
     pinned: Option<SurfaceRevision>,
     result: Option<Result<Produced, Error>>,
     delivered: bool,
+    /// The start, deferred to the first poll so that a warm leg can be
+    /// handed in first: (initialised, unregister on detach, now).
+    pending: Option<(bool, bool, Instant)>,
 }
 
 impl<T: OperationOutput> Operation<T> {
@@ -445,7 +453,7 @@ impl<T: OperationOutput> Operation<T> {
         let ids = RequestIds::new(record.client_id(), &nonce);
         let initialized = init.contains(&record);
         let loaded_generation = record.generation();
-        let mut machine = Machine {
+        let machine = Machine {
             kind,
             record,
             loaded_generation,
@@ -467,16 +475,29 @@ impl<T: OperationOutput> Operation<T> {
             pinned: None,
             result: None,
             delivered: false,
+            pending: Some((initialized, config.unregister_on_detach, now)),
         };
-        machine.begin(initialized, config.unregister_on_detach, now);
         Ok(Operation {
             machine,
             _output: PhantomData,
         })
     }
 
+    /// Hands a warm attachment's receive leg to this operation (see
+    /// [`TransportConfig::warm`]); call it right after building the
+    /// operation, before anything else. Ignored when warm mode is off or
+    /// the operation has started.
+    #[must_use]
+    pub fn with_warm_leg(mut self, leg: WarmLeg) -> Self {
+        if self.machine.pending.is_some() && self.machine.io.config.warm {
+            self.machine.io.warm_leg = Some(leg);
+        }
+        self
+    }
+
     /// The next HTTP intent to perform (or to cancel).
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.machine.ensure_begun();
         self.machine.io.transmits.pop_front()
     }
 
@@ -485,6 +506,9 @@ impl<T: OperationOutput> Operation<T> {
     /// current exchange's deadline), so a driver never waits unbounded.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if let Some((_, _, now)) = self.machine.pending {
+            return Some(now);
+        }
         if self.machine.result.is_some() {
             return None;
         }
@@ -503,6 +527,7 @@ impl<T: OperationOutput> Operation<T> {
 
     /// The response head of `request` arrived.
     pub fn handle_head(&mut self, request: RequestId, status: u16, now: Instant) {
+        self.machine.ensure_begun();
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_head(&mut self.machine.io, request, status, now);
         }
@@ -511,6 +536,7 @@ impl<T: OperationOutput> Operation<T> {
 
     /// A chunk of the response body of `request` arrived.
     pub fn handle_body(&mut self, request: RequestId, chunk: &[u8], now: Instant) {
+        self.machine.ensure_begun();
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_body(&mut self.machine.io, request, chunk, now);
         }
@@ -519,6 +545,7 @@ impl<T: OperationOutput> Operation<T> {
 
     /// The response body of `request` ended.
     pub fn handle_end(&mut self, request: RequestId, now: Instant) {
+        self.machine.ensure_begun();
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_end(&mut self.machine.io, request, now);
         }
@@ -528,6 +555,7 @@ impl<T: OperationOutput> Operation<T> {
     /// `request` failed before or while its response arrived (DNS, connect,
     /// TLS, proxy, I/O, or an egress refusal of its resolved addresses).
     pub fn handle_error(&mut self, request: RequestId, error: Error, now: Instant) {
+        self.machine.ensure_begun();
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_error(&mut self.machine.io, request, error, now);
         }
@@ -547,6 +575,7 @@ impl<T: OperationOutput> Operation<T> {
 
     /// Time passed: `now` is at or after [`Operation::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.machine.ensure_begun();
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_timeout(&mut self.machine.io, now);
         }
@@ -562,6 +591,7 @@ impl<T: OperationOutput> Operation<T> {
     /// The outcome, once, when the operation is finished. Any request still
     /// open has been cancelled through [`Operation::poll_transmit`] first.
     pub fn poll_outcome(&mut self) -> Option<Outcome<T>> {
+        self.machine.ensure_begun();
         if self.machine.delivered || !self.machine.io.transmits.is_empty() {
             return None;
         }
@@ -581,6 +611,7 @@ impl<T: OperationOutput> Operation<T> {
                 self.machine.record.id().to_owned(),
                 self.machine.record.client_id().to_owned(),
             ),
+            warm: self.machine.io.warm_leg.take(),
         })
     }
 }
@@ -717,6 +748,15 @@ impl Operation<SurfaceAttachment> {
 }
 
 impl Machine {
+    fn ensure_begun(&mut self) {
+        if let Some((initialized, unregister, now)) = self.pending.take() {
+            self.begin(initialized, unregister, now);
+            // The first exchange may be decided at once (a warm leg the
+            // relay already closed with 410/401).
+            self.advance(now);
+        }
+    }
+
     fn begin(&mut self, initialized: bool, unregister: bool, now: Instant) {
         match &self.kind {
             Kind::Announce { frame } => {
@@ -730,6 +770,8 @@ impl Machine {
                 ));
             }
             Kind::Detach => {
+                // A detached attachment keeps no receive leg.
+                self.io.warm_leg = None;
                 self.step = Step::Act;
                 if unregister {
                     self.exchange = Some(Exchange::post_only(
@@ -793,6 +835,9 @@ impl Machine {
     }
 
     fn fail(&mut self, error: Error) {
+        if error.is_terminal() {
+            self.io.warm_leg = None;
+        }
         match &error {
             Error::SurfaceUnavailable => {
                 self.record.transition(AttachmentState::SurfaceUnavailable);

@@ -10,6 +10,13 @@ use crate::endpoint::RelayUrl;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub u64);
 
+impl RequestId {
+    /// The id of a warm attachment's receive leg (see
+    /// [`TransportConfig::warm`]): it outlives operations, so it never comes
+    /// from an operation's own counter, which starts at 1.
+    pub const WARM: RequestId = RequestId(0);
+}
+
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{}", self.0)
@@ -177,6 +184,12 @@ pub struct TransportConfig {
     /// A poll that came back empty this much or less before its `wait` ran
     /// out is not paced (default 250 ms); see [`TransportConfig::pacing`].
     pub min_poll_interval: Duration,
+    /// Keep the attachment's receive leg open across exchanges and
+    /// operations (off by default): a call then costs the POST and the
+    /// reply instead of subscribe, POST and reply. The SSE stream stays
+    /// open between operations (its request id is [`RequestId::WARM`]); a
+    /// long-poll leg keeps its subscriber. See [`WarmLeg`](crate::WarmLeg).
+    pub warm: bool,
 }
 
 impl Default for TransportConfig {
@@ -187,6 +200,7 @@ impl Default for TransportConfig {
             max_frame_bytes: crate::sse::DEFAULT_MAX_EVENT_BYTES,
             max_tool_pages: 16,
             min_poll_interval: Duration::from_millis(250),
+            warm: false,
         }
     }
 }
@@ -210,6 +224,13 @@ impl TransportConfig {
     #[must_use]
     pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
         self.max_frame_bytes = bytes;
+        self
+    }
+
+    /// Sets the warm-attachment mode.
+    #[must_use]
+    pub fn warm(mut self, warm: bool) -> Self {
+        self.warm = warm;
         self
     }
 

@@ -21,6 +21,7 @@ struct Agent {
     config: ManagerConfig,
     init: InitCache,
     seed: u64,
+    warm: Option<WarmLeg>,
 }
 
 impl Agent {
@@ -33,6 +34,7 @@ impl Agent {
             config,
             init: InitCache::new(),
             seed: 100,
+            warm: None,
         }
     }
 
@@ -46,7 +48,25 @@ impl Agent {
         entropy(self.seed)
     }
 
-    fn settle<T>(&mut self, outcome: Outcome<T>) -> Result<T, Error> {
+    fn warm_mode(mut self) -> Self {
+        self.config.transport = self.config.transport.clone().warm(true);
+        self
+    }
+
+    /// A built operation, given the warm leg (after the sim's pending warm
+    /// events were fed to it), as a runtime does.
+    fn prime<T: OperationOutput>(&mut self, op: Operation<T>) -> Operation<T> {
+        match self.warm.take() {
+            Some(mut leg) => {
+                self.sim.drain_warm(&mut leg);
+                op.with_warm_leg(leg)
+            }
+            None => op,
+        }
+    }
+
+    fn settle<T>(&mut self, mut outcome: Outcome<T>) -> Result<T, Error> {
+        self.warm = outcome.warm.take();
         if let Some(rec) = outcome.record {
             assert_eq!(
                 outcome.expected_generation,
@@ -73,6 +93,7 @@ impl Agent {
             e,
             self.sim.now,
         )?;
+        let op = self.prime(op);
         let out = self.sim.run(op);
         self.settle(out)
     }
@@ -89,6 +110,7 @@ impl Agent {
             e,
             self.sim.now,
         )?;
+        let op = self.prime(op);
         let out = self.sim.run(op);
         self.settle(out)
     }
@@ -103,6 +125,7 @@ impl Agent {
             e,
             self.sim.now,
         )?;
+        let op = self.prime(op);
         let out = self.sim.run(op);
         self.settle(out)
     }
@@ -117,6 +140,7 @@ impl Agent {
             e,
             self.sim.now,
         )?;
+        let op = self.prime(op);
         let out = self.sim.run(op);
         self.settle(out)
     }
@@ -918,4 +942,109 @@ fn requests_carry_the_token_only_in_the_query_or_only_in_a_header() {
     b.config.egress = b.config.egress.clone().auth(RelayAuth::Bearer);
     b.tools().unwrap();
     assert!(b.sim.requests.iter().all(|(_, _, u)| !u.contains("token=")));
+}
+
+fn count(a: &Agent, leg: Leg, needle: &str) -> usize {
+    a.sim
+        .requests
+        .iter()
+        .filter(|(_, l, u)| *l == leg && u.contains(needle))
+        .count()
+}
+
+#[test]
+fn warm_sse_keeps_one_stream_across_operations() {
+    let (state, sim) = sheet();
+    let mut a = Agent::new(sim).warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    a.call("sheet_read", json!({})).unwrap();
+    state.borrow_mut().person_edits("B4", "12");
+    let e = a
+        .call("sheet_write", json!({"cell": "B4", "value": "9"}))
+        .unwrap_err();
+    assert_eq!(e.code(), "surface_changed_under_you");
+    a.call("sheet_read", json!({})).unwrap();
+    a.call("sheet_write", json!({"cell": "B4", "value": "9"}))
+        .unwrap();
+    assert_eq!(
+        count(&a, Leg::Events, "/events?"),
+        1,
+        "one stream for every exchange"
+    );
+    assert_eq!(
+        a.sim.pins(),
+        [
+            None,
+            Some("r1".into()),
+            Some("r1".into()),
+            None,
+            Some("r2".into())
+        ]
+    );
+    assert!(
+        a.sim.posts.iter().all(|(_, subscribed)| *subscribed),
+        "never posted before the leg was open"
+    );
+    assert!(a.warm.as_ref().is_some_and(WarmLeg::has_stream));
+}
+
+#[test]
+fn warm_poll_keeps_its_subscriber() {
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim)
+        .with_leg(ReceiveLeg::fancy_poll())
+        .warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(count(&a, Leg::Poll, "wait=0"), 1, "one subscribe poll");
+    assert!(a.sim.posts.iter().all(|(_, subscribed)| *subscribed));
+    // A subscriber idle for longer than the relay keeps it is renewed.
+    a.sim.now += Duration::from_secs(45);
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(count(&a, Leg::Poll, "wait=0"), 2);
+}
+
+#[test]
+fn a_warm_stream_that_ended_between_operations_is_reopened() {
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim).warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    a.sim.warm_end();
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(count(&a, Leg::Events, "/events?"), 2);
+    assert!(a.sim.posts.iter().all(|(_, subscribed)| *subscribed));
+}
+
+#[test]
+fn a_session_gone_between_operations_fails_the_next_without_posting() {
+    for event in ["session_gone", "invalid_token"] {
+        let (_, sim) = sheet();
+        let mut a = Agent::new(sim).warm_mode();
+        a.call("sheet_read", json!({})).unwrap();
+        let before = a.sim.requests.len();
+        a.sim
+            .warm_write(format!("event: error\ndata: {event}\n\n").as_bytes());
+        let e = a.call("sheet_read", json!({})).unwrap_err();
+        assert!(e.is_terminal(), "{e:?}");
+        assert_eq!(a.sim.requests.len(), before, "nothing was sent");
+        assert!(!a.record.is_attached());
+        assert!(a.warm.is_none());
+    }
+}
+
+#[test]
+fn warm_frames_between_operations_are_dropped_and_budgets_hold() {
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim).warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    a.sim.warm_write(
+        b"event: mcp\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/peer_joined\"}\n\n",
+    );
+    a.call("sheet_read", json!({})).unwrap();
+    // An oversize event between operations breaks the leg: the next
+    // operation subscribes again instead of reading past the budget.
+    let big = format!("data: {}\n\n", "x".repeat(300_000));
+    a.sim.warm_write(big.as_bytes());
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(count(&a, Leg::Events, "/events?"), 2);
 }

@@ -99,6 +99,7 @@ enum ConnKind {
     Poll {
         subscriber: u64,
         parked_until: Option<Instant>,
+        broker: bool,
     },
 }
 
@@ -198,7 +199,18 @@ impl Sim {
                 self.transmit(t);
             }
             if let Some(outcome) = op.poll_outcome() {
-                self.conns.clear();
+                // A warm stream outlives the operation; everything else is
+                // closed.
+                let warm_stream = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+                let closing: Vec<RequestId> = self
+                    .conns
+                    .keys()
+                    .copied()
+                    .filter(|id| !(warm_stream && *id == RequestId::WARM))
+                    .collect();
+                for id in closing {
+                    self.close(id);
+                }
                 return outcome;
             }
             self.flush_replies();
@@ -258,6 +270,46 @@ impl Sim {
             }
         }
         panic!("the operation did not finish in {} steps", self.max_steps);
+    }
+
+    /// Between operations: what the warm stream delivered meanwhile is fed
+    /// to the warm leg, as a runtime does before the next operation.
+    pub fn drain_warm(&mut self, leg: &mut WarmLeg) {
+        self.flush_replies();
+        let now = self.now;
+        let mut ended = false;
+        if let Some(conn) = self.conns.get_mut(&RequestId::WARM) {
+            while let Some((_, ev)) = conn.events.pop_front() {
+                let ev = match ev {
+                    Ev::Head(s) => HttpEvent::Head(s),
+                    Ev::Body(b) => HttpEvent::Body(b),
+                    Ev::End => {
+                        ended = true;
+                        HttpEvent::End
+                    }
+                };
+                leg.handle_event(ev, now);
+            }
+        }
+        if ended {
+            self.close(RequestId::WARM);
+        }
+    }
+
+    /// The relay writes `bytes` on the warm stream (between operations).
+    pub fn warm_write(&mut self, bytes: &[u8]) {
+        let at = self.now;
+        if let Some(conn) = self.conns.get_mut(&RequestId::WARM) {
+            conn.events.push_back((at, Ev::Body(bytes.to_vec())));
+        }
+    }
+
+    /// The relay ends the warm stream.
+    pub fn warm_end(&mut self) {
+        let at = self.now;
+        if let Some(conn) = self.conns.get_mut(&RequestId::WARM) {
+            conn.events.push_back((at, Ev::End));
+        }
     }
 
     fn parked_deadlines(&self) -> Vec<Instant> {
@@ -425,6 +477,7 @@ impl Sim {
                         kind: ConnKind::Poll {
                             subscriber: sub,
                             parked_until: Some(at + wait),
+                            broker,
                         },
                         events,
                     },
@@ -451,9 +504,9 @@ impl Sim {
     }
 
     fn is_broker(&self, id: RequestId) -> bool {
-        self.requests
-            .get(id.0 as usize - 1)
-            .is_some_and(|(_, _, url)| !url.contains("/poll?"))
+        self.conns
+            .get(&id)
+            .is_some_and(|c| matches!(c.kind, ConnKind::Poll { broker: true, .. }))
     }
 
     fn try_answer_poll(&mut self, id: RequestId, broker: bool) {
@@ -464,6 +517,7 @@ impl Sim {
         let ConnKind::Poll {
             subscriber,
             parked_until,
+            ..
         } = conn.kind
         else {
             return;
@@ -505,6 +559,7 @@ impl Sim {
             conn.kind = ConnKind::Poll {
                 subscriber,
                 parked_until: None,
+                broker,
             };
             conn.events.extend(evs);
         }
@@ -690,7 +745,7 @@ impl Sim {
                 let polls: Vec<RequestId> = self
                     .conns
                     .iter()
-                    .filter(|(_, c)| matches!(c.kind, ConnKind::Poll { subscriber, parked_until: Some(_) } if subscriber == sub))
+                    .filter(|(_, c)| matches!(c.kind, ConnKind::Poll { subscriber, parked_until: Some(_), .. } if subscriber == sub))
                     .map(|(k, _)| *k)
                     .collect();
                 for id in polls {
