@@ -308,6 +308,10 @@ pub(crate) struct Exchange {
     leg: LegState,
     open: BTreeSet<RequestId>,
     result: Option<Result<Value, Error>>,
+    /// The receive leg ended cleanly while the POST was still in flight:
+    /// the POST's answer decides (a 410 there is a gone session, not a
+    /// broken stream).
+    leg_ended: Option<Error>,
     /// Frames seen on the receive leg that were not the reply.
     pub(crate) ignored: u64,
 }
@@ -331,6 +335,7 @@ impl Exchange {
             leg,
             open: BTreeSet::new(),
             result: None,
+            leg_ended: None,
             ignored: 0,
         };
         x.start(io, now);
@@ -353,6 +358,7 @@ impl Exchange {
             leg: LegState::None,
             open: BTreeSet::new(),
             result: None,
+            leg_ended: None,
             ignored: 0,
         };
         x.start(io, now);
@@ -730,6 +736,8 @@ impl Exchange {
                         Err(err)
                     },
                 );
+            } else if let Some(err) = self.leg_ended.take() {
+                self.finish(io, Err(err));
             } else if matches!(self.leg, LegState::None) {
                 self.finish(io, Ok(Value::Null));
             }
@@ -745,13 +753,18 @@ impl Exchange {
         {
             if *sid == id {
                 let status = status.unwrap_or(0);
-                let err = if is_success(status) {
+                let ended_cleanly = is_success(status);
+                let err = if ended_cleanly {
                     Error::Protocol(ProtocolError::StreamEnded)
                 } else {
                     status_error(status, error_body)
                 };
                 *closed = Some(err.clone());
-                self.finish(io, Err(err));
+                if ended_cleanly && matches!(self.post, PostState::InFlight { .. }) {
+                    self.leg_ended = Some(err);
+                } else {
+                    self.finish(io, Err(err));
+                }
             }
             return;
         }

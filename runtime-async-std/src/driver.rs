@@ -16,7 +16,9 @@ use std::task::Poll;
 use std::time::Instant;
 
 use async_io::Timer;
-use human_plus_core::{HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit};
+use human_plus_core::{
+    HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, WarmLeg,
+};
 
 use crate::transport::{self, Context, EventQueue, RequestFuture};
 
@@ -25,17 +27,61 @@ enum Input {
     Timeout,
 }
 
-/// Drives `op` to its outcome.
+/// A warm attachment's open stream (request [`RequestId::WARM`]) and the
+/// queue its events go to. Between operations nothing polls it (nothing is
+/// spawned): the socket buffers, and [`WarmStream::drain_into`] reads what
+/// is already there before the next operation starts. Dropping it closes
+/// the stream.
+pub(crate) struct WarmStream {
+    fut: Option<RequestFuture>,
+    queue: EventQueue,
+}
+
+impl WarmStream {
+    /// Reads whatever the stream already delivered, without waiting, and
+    /// feeds it to `leg`; a finished stream is the stream's end.
+    pub(crate) fn drain_into(&mut self, leg: &mut WarmLeg) {
+        if let Some(fut) = self.fut.as_mut() {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if fut.as_mut().poll(&mut cx).is_ready() {
+                self.fut = None;
+            }
+        }
+        while let Some((_, event)) = self.queue.pop() {
+            leg.handle_event(event, Instant::now());
+        }
+        if self.fut.is_none() {
+            leg.handle_event(HttpEvent::End, Instant::now());
+        }
+    }
+}
+
+/// Drives `op` to its outcome, over `warm` (the attachment's open stream,
+/// in warm mode), and hands the stream back when the outcome keeps it.
 pub(crate) async fn drive<T: OperationOutput>(
     ctx: &Arc<Context>,
     mut op: Operation<T>,
-) -> Outcome<T> {
+    mut warm: Option<WarmStream>,
+) -> (Outcome<T>, Option<WarmStream>) {
     let endpoint = Arc::new(op.endpoint().clone());
     let queue = EventQueue::default();
     let mut inflight: Vec<(RequestId, RequestFuture)> = Vec::new();
     loop {
         while let Some(transmit) = op.poll_transmit() {
             match transmit {
+                Transmit::Request(req) if req.id == RequestId::WARM => {
+                    let wq = EventQueue::default();
+                    let fut =
+                        transport::start(Arc::clone(ctx), Arc::clone(&endpoint), req, wq.clone());
+                    warm = Some(WarmStream {
+                        fut: Some(fut),
+                        queue: wq,
+                    });
+                }
+                Transmit::Cancel(RequestId::WARM) => {
+                    tracing::debug!("warm relay stream closed");
+                    warm = None;
+                }
                 Transmit::Request(req) => {
                     let id = req.id;
                     let fut = transport::start(
@@ -55,9 +101,10 @@ pub(crate) async fn drive<T: OperationOutput>(
         }
         if let Some(outcome) = op.poll_outcome() {
             // Dropping the set closes every request still open.
-            return outcome;
+            let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+            return (outcome, if keep { warm } else { None });
         }
-        match next_input(&mut inflight, &queue, op.poll_timeout()).await {
+        match next_input(&mut inflight, &queue, &mut warm, op.poll_timeout()).await {
             Input::Event(id, event) => op.handle_event(id, event, Instant::now()),
             Input::Timeout => op.handle_timeout(Instant::now()),
         }
@@ -70,6 +117,7 @@ pub(crate) async fn drive<T: OperationOutput>(
 async fn next_input(
     inflight: &mut Vec<(RequestId, RequestFuture)>,
     queue: &EventQueue,
+    warm: &mut Option<WarmStream>,
     deadline: Option<Instant>,
 ) -> Input {
     let mut timer = deadline.map(Timer::at);
@@ -81,12 +129,24 @@ async fn next_input(
         if let Some((id, event)) = queue.pop() {
             return Poll::Ready(Input::Event(id, event));
         }
+        if let Some(event) = warm.as_ref().and_then(|w| w.queue.pop()) {
+            return Poll::Ready(Input::Event(event.0, event.1));
+        }
         inflight.retain_mut(|(_, fut)| fut.as_mut().poll(cx).is_pending());
+        if let Some(w) = warm.as_mut()
+            && let Some(fut) = w.fut.as_mut()
+            && fut.as_mut().poll(cx).is_ready()
+        {
+            w.fut = None;
+        }
         if due() {
             return Poll::Ready(Input::Timeout);
         }
         if let Some((id, event)) = queue.pop() {
             return Poll::Ready(Input::Event(id, event));
+        }
+        if let Some(event) = warm.as_ref().and_then(|w| w.queue.pop()) {
+            return Poll::Ready(Input::Event(event.0, event.1));
         }
         if let Some(timer) = timer.as_mut()
             && Pin::new(timer).poll(cx).is_ready()

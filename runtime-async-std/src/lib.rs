@@ -83,6 +83,7 @@
 
 mod driver;
 mod resolve;
+mod toolset;
 mod transport;
 
 use std::fmt;
@@ -93,7 +94,7 @@ use std::time::{Duration, Instant};
 use async_io::Timer;
 use futures_lite::future;
 use human_plus_core::{
-    InitCache, Operation, OperationOutput, OwnerKey, StoreError, TransportErrorKind,
+    InitCache, Operation, OperationOutput, OwnerKey, StoreError, TransportErrorKind, WarmLeg,
 };
 use human_plus_runtime::{OsEntropy, client_config, os_entropy};
 use tracing::Instrument;
@@ -109,6 +110,7 @@ pub use human_plus_store::{
     AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
 };
 pub use resolve::{Resolve, Resolving, StaticResolver, SystemResolver};
+pub use toolset::{HumanPlusToolset, SurfaceTool, ToolHandle};
 
 use transport::Context;
 
@@ -123,6 +125,8 @@ struct Inner<S> {
     lock_lease: Duration,
     lock_wait: Duration,
     init: Mutex<InitCache>,
+    /// Warm attachments' receive legs between operations (warm mode).
+    warm: Mutex<std::collections::HashMap<String, (WarmLeg, Option<driver::WarmStream>)>>,
 }
 
 /// The Human+ manager: attaches an agent to surfaces and runs every
@@ -302,6 +306,7 @@ impl<S> HumanPlusBuilder<S> {
                 lock_lease: self.lock_lease,
                 lock_wait: self.lock_wait,
                 init: Mutex::new(InitCache::new()),
+                warm: Mutex::new(std::collections::HashMap::new()),
             }),
         }
     }
@@ -613,8 +618,31 @@ impl<S: AsyncAttachmentStore> HumanPlus<S> {
         let guard = self.lock(id).await?;
         let record = self.load(id).await?;
         let snapshot = self.init_cache().clone();
-        let op = build(record, &snapshot)?;
-        let outcome = driver::drive(&self.inner.ctx, op).await;
+        let mut op = build(record, &snapshot)?;
+        let mut stream = None;
+        if self.inner.config.transport.warm {
+            let slot = self
+                .inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(id);
+            if let Some((mut leg, warm_stream)) = slot {
+                if let Some(mut s) = warm_stream {
+                    s.drain_into(&mut leg);
+                    stream = Some(s);
+                }
+                op = op.with_warm_leg(leg);
+            }
+        }
+        let (mut outcome, stream) = driver::drive(&self.inner.ctx, op, stream).await;
+        if let Some(leg) = outcome.warm.take() {
+            self.inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id.to_owned(), (leg, stream));
+        }
         let stored = match &outcome.record {
             Some(record) => {
                 self.inner

@@ -110,6 +110,7 @@
 
 mod driver;
 mod resolve;
+mod toolset;
 mod transport;
 
 use std::fmt;
@@ -125,6 +126,7 @@ pub use human_plus_core::{
 pub use human_plus_runtime::TlsRoots;
 pub use human_plus_store::{AttachmentStore, InMemoryAttachmentStore, LockGuard};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
+pub use toolset::{HumanPlusToolset, SurfaceTool, ToolHandle};
 
 use human_plus_core::{
     InitCache, Operation, OperationOutput, OwnerKey, TransportError, TransportErrorKind,
@@ -325,9 +327,14 @@ impl<S> HumanPlusBuilder<S> {
     }
 
     fn assemble(self, tls: Result<Arc<rustls::ClientConfig>, Error>) -> HumanPlus<S> {
+        let mut config = self.config;
+        // The warm-attachment mode keeps a stream open between operations,
+        // which a blocking worker has no thread to read: it is for the
+        // async runtimes, and off here whatever the configuration says.
+        config.transport.warm = false;
         HumanPlus {
             inner: Arc::new(Inner {
-                config: self.config,
+                config,
                 store: self.store,
                 net: Arc::new(Net {
                     tls,

@@ -14,9 +14,10 @@ use std::time::Instant;
 
 use human_plus_core::{
     Error, HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, TransportErrorKind,
+    WarmLeg,
 };
 use tokio::sync::mpsc;
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use crate::connect::{Connector, transport};
@@ -62,7 +63,35 @@ impl Drop for InFlight {
     }
 }
 
-/// Runs `op` to its outcome.
+/// A warm attachment's open stream (request [`RequestId::WARM`]): its task
+/// keeps reading between operations, into its own channel. Dropping it
+/// closes the stream.
+pub(crate) struct WarmStream {
+    task: JoinHandle<()>,
+    rx: mpsc::Receiver<(RequestId, HttpEvent)>,
+}
+
+impl Drop for WarmStream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl WarmStream {
+    /// Feeds everything the stream delivered while no operation ran to
+    /// `leg`; an ended task is the stream's end.
+    pub(crate) fn drain_into(&mut self, leg: &mut WarmLeg) {
+        while let Ok((_, event)) = self.rx.try_recv() {
+            leg.handle_event(event, now());
+        }
+        if self.task.is_finished() {
+            leg.handle_event(HttpEvent::End, now());
+        }
+    }
+}
+
+/// Runs `op` to its outcome, over `warm` (the attachment's open stream, in
+/// warm mode), and hands the stream back when the outcome keeps it.
 ///
 /// # Errors
 /// Only when the core waits for nothing while no request is in flight (it
@@ -71,13 +100,27 @@ impl Drop for InFlight {
 pub(crate) async fn drive<T: OperationOutput>(
     mut op: Operation<T>,
     connector: &Arc<Connector>,
-) -> Result<Outcome<T>, Error> {
+    mut warm: Option<WarmStream>,
+) -> Result<(Outcome<T>, Option<WarmStream>), Error> {
     let endpoint = Arc::new(op.endpoint().clone());
     let (tx, mut rx) = mpsc::channel::<(RequestId, HttpEvent)>(EVENT_QUEUE);
     let mut inflight = InFlight::new();
     loop {
         while let Some(transmit) = op.poll_transmit() {
             match transmit {
+                Transmit::Request(req) if req.id == RequestId::WARM => {
+                    let (wtx, wrx) = mpsc::channel(EVENT_QUEUE);
+                    let task = perform(Arc::clone(connector), Arc::clone(&endpoint), req, wtx)
+                        .instrument(tracing::Span::current());
+                    warm = Some(WarmStream {
+                        task: tokio::spawn(task),
+                        rx: wrx,
+                    });
+                }
+                Transmit::Cancel(RequestId::WARM) => {
+                    tracing::debug!("warm relay stream closed");
+                    warm = None;
+                }
                 Transmit::Request(req) => {
                     let id = req.id;
                     let task = perform(
@@ -99,11 +142,12 @@ pub(crate) async fn drive<T: OperationOutput>(
             }
         }
         if let Some(outcome) = op.poll_outcome() {
-            return Ok(outcome);
+            let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+            return Ok((outcome, if keep { warm } else { None }));
         }
         inflight.reap();
         let wake = op.poll_timeout();
-        if wake.is_none() && inflight.is_idle() && rx.is_empty() {
+        if wake.is_none() && inflight.is_idle() && rx.is_empty() && warm.is_none() {
             return Err(transport(
                 TransportErrorKind::Io,
                 "the operation stalled: no request in flight and nothing to wait for",
@@ -114,6 +158,21 @@ pub(crate) async fn drive<T: OperationOutput>(
             event = rx.recv() => {
                 if let Some((id, event)) = event {
                     op.handle_event(id, event, now());
+                }
+            }
+            event = async {
+                match warm.as_mut() {
+                    Some(w) => w.rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                match event {
+                    Some((id, event)) => op.handle_event(id, event, now()),
+                    // The stream's task ended without a last word.
+                    None => {
+                        warm = None;
+                        op.handle_event(RequestId::WARM, HttpEvent::End, now());
+                    }
                 }
             }
             () = async {

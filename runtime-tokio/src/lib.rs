@@ -85,6 +85,7 @@ mod connect;
 mod driver;
 mod perform;
 mod resolve;
+mod toolset;
 
 use std::fmt;
 use std::future::Future;
@@ -92,7 +93,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    InitCache, Operation, OperationOutput, OwnerKey, StoreError, TransportError, TransportErrorKind,
+    InitCache, Operation, OperationOutput, OwnerKey, StoreError, TransportError,
+    TransportErrorKind, WarmLeg,
 };
 use human_plus_runtime::{OsEntropy, client_config, os_entropy};
 use tracing::Instrument;
@@ -109,9 +111,12 @@ pub use human_plus_store::{
 };
 pub use resolve::{Resolve, Resolving, StaticResolver, SystemResolver};
 pub use rustls_pki_types::CertificateDer;
+#[cfg(feature = "rig")]
+pub use toolset::{Approve, rig_error};
+pub use toolset::{HumanPlusToolset, SurfaceTool, ToolHandle};
 
 use connect::Connector;
-use driver::{drive, now};
+use driver::{WarmStream, drive, now};
 
 /// The default connect timeout: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -129,6 +134,8 @@ struct Inner<S> {
     store: S,
     connector: Arc<Connector>,
     init: Mutex<InitCache>,
+    /// Warm attachments' receive legs between operations (warm mode).
+    warm: Mutex<std::collections::HashMap<String, (WarmLeg, Option<WarmStream>)>>,
     lock_lease: Duration,
     lock_wait: Duration,
 }
@@ -308,6 +315,7 @@ impl<S> HumanPlusBuilder<S> {
                     connect_timeout: self.connect_timeout,
                 }),
                 init: Mutex::new(InitCache::new()),
+                warm: Mutex::new(std::collections::HashMap::new()),
                 lock_lease: self.lock_lease,
                 lock_wait: self.lock_wait,
             }),
@@ -579,8 +587,30 @@ impl<S: AsyncAttachmentStore> HumanPlus<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let op = start(record, &inner.config, &snapshot, now())?;
-        let outcome = drive(op, &inner.connector).await?;
+        let mut op = start(record, &inner.config, &snapshot, now())?;
+        let mut stream = None;
+        if inner.config.transport.warm {
+            let slot = inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            if let Some((mut leg, warm_stream)) = slot {
+                if let Some(mut s) = warm_stream {
+                    s.drain_into(&mut leg);
+                    stream = Some(s);
+                }
+                op = op.with_warm_leg(leg);
+            }
+        }
+        let (mut outcome, stream) = drive(op, &inner.connector, stream).await?;
+        if let Some(leg) = outcome.warm.take() {
+            inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id.clone(), (leg, stream));
+        }
         let stored = match &outcome.record {
             Some(record) => {
                 inner

@@ -640,3 +640,105 @@ pub fn through_the_proxy<R: Runtime>(leg: LegKind) {
     let vetted = format!("127.0.0.1:{}", env.port);
     assert!(targets.iter().all(|t| *t == vetted), "{targets:?}");
 }
+
+/// The warm-attachment mode (async runtimes): one receive leg carries every
+/// exchange of many operations, every guarantee still holds, and detach
+/// closes it.
+pub fn warm<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let config = ManagerConfig::new(env.egress(), sheet_trust(vec![])).transport(
+        TransportConfig::default()
+            .receive_leg(leg.receive_leg())
+            .warm(true),
+    );
+    let hp = R::client(env.setup_with(config));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    let joined = || {
+        env.surface()
+            .notifications()
+            .iter()
+            .filter(|n| n.method == "notifications/peer_joined")
+            .count()
+    };
+    for _ in 0..5 {
+        let r = hp
+            .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+            .unwrap();
+        assert!(r.text.contains("alpha"));
+    }
+    env.block_on(env.surface().wait_for(Duration::from_secs(5), |s| {
+        s.notifications()
+            .iter()
+            .any(|n| n.method == "notifications/peer_joined")
+    }));
+    assert_eq!(joined(), 1, "one receive leg for five operations");
+
+    // The two-writer guarantees are unchanged.
+    env.surface().person().set_cell("B4", "12").unwrap();
+    let e = hp
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "B4", "value": "99"}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), "surface_changed_under_you");
+    assert_eq!(env.surface().cell("B4").as_deref(), Some("12"));
+    hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "B4"}))
+        .unwrap();
+    hp.call(
+        OWNER,
+        a.id(),
+        "sheet_set_cell",
+        json!({"address": "C1", "value": "warm"}),
+    )
+    .unwrap();
+    assert_eq!(env.surface().cell("C1").as_deref(), Some("warm"));
+    assert_eq!(joined(), 1);
+
+    // A second agent on the same session never sees the first one's
+    // replies, warm or not.
+    let b = hp
+        .attach(
+            "owner:b",
+            env.invitation(),
+            Participant::new("agent:two", "Two", "#0ea5e9"),
+        )
+        .unwrap();
+    let rb = hp
+        .call(
+            "owner:b",
+            b.id(),
+            "sheet_get_cell",
+            json!({"address": "B2"}),
+        )
+        .unwrap();
+    assert!(rb.text.contains("beta") && !rb.text.contains("alpha"));
+
+    // Detach closes the leg cleanly.
+    hp.detach(OWNER, a.id()).unwrap();
+    if leg == LegKind::Sse {
+        let client = a.client_id().to_owned();
+        let closed = env.block_on(env.surface().wait_for(Duration::from_secs(10), |_| {
+            !env.relay()
+                .subscribers(&env.session)
+                .iter()
+                .any(|s| s.client.as_deref() == Some(client.as_str()))
+        }));
+        assert!(closed, "the warm stream outlived detach");
+    }
+
+    // 410 while warm is terminal.
+    assert!(env.relay().drop_session(&env.session));
+    let e = hp
+        .call(
+            "owner:b",
+            b.id(),
+            "sheet_get_cell",
+            json!({"address": "B2"}),
+        )
+        .unwrap_err();
+    assert_eq!(e, Error::SurfaceUnavailable);
+    assert!(!logged(&env.token));
+}

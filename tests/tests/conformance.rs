@@ -73,6 +73,27 @@ macro_rules! suite {
     };
 }
 
+/// The warm-attachment mode is for the async runtimes.
+macro_rules! warm_suite {
+    ($module:ident, $runtime:ty) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn warm_sse() {
+                scenarios::warm::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn warm_poll() {
+                scenarios::warm::<$runtime>(LegKind::Poll);
+            }
+        }
+    };
+}
+
+warm_suite!(tokio_warm, Tokio);
+warm_suite!(async_std_warm, AsyncStd);
+
 suite!(tokio, Tokio);
 suite!(blocking, Blocking);
 suite!(async_std, AsyncStd);
