@@ -580,7 +580,13 @@ fn egress_parse_relay_url(raw: &str) -> Result<Url, EgressRefusal> {
 pub struct RelayUrl {
     full: String,
     query_start: usize,
+    /// Where the percent-encoded token value sits in `full` (query auth).
+    token_span: Option<(usize, usize)>,
 }
+
+/// What [`RelayUrl::masked`] puts where the token was: URL-safe, and
+/// distinctive enough never to occur in a real request line otherwise.
+pub const TOKEN_MARKER: &str = "HUMAN-PLUS-TOKEN-MARKER";
 
 impl RelayUrl {
     /// The full URL, token included in query-auth mode: only for the one
@@ -588,6 +594,41 @@ impl RelayUrl {
     #[must_use]
     pub fn expose(&self) -> &str {
         &self.full
+    }
+
+    /// The URL with the token value replaced by [`TOKEN_MARKER`], and the
+    /// percent-encoded token that belongs there (`None` in bearer mode,
+    /// where the URL holds no token).
+    ///
+    /// For HTTP stacks that log the request line they are given: hand them
+    /// the masked URL and put the token back into the bytes on their way to
+    /// the socket, so no log line of theirs can hold it.
+    ///
+    /// ```
+    /// use human_plus_core::{EgressPolicy, RelayEndpoint, SurfaceInvitation, TOKEN_MARKER};
+    ///
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let policy = EgressPolicy::new(["relay.example"]).egress_proxy("http://egress.internal:3128");
+    /// let url = RelayEndpoint::new(&inv, "rs_1", &policy)?.inbox_url();
+    /// let (masked, token) = url.masked();
+    /// assert_eq!(masked, format!("https://relay.example/demo_001/inbox?token={TOKEN_MARKER}&client=rs_1"));
+    /// assert_eq!(token.as_deref(), Some("0123456789abcdef"));
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn masked(&self) -> (String, Option<String>) {
+        match self.token_span {
+            Some((start, end)) => {
+                let head = self.full.get(..start).unwrap_or_default();
+                let tail = self.full.get(end..).unwrap_or_default();
+                let token = self.full.get(start..end).unwrap_or_default();
+                (
+                    format!("{head}{TOKEN_MARKER}{tail}"),
+                    Some(token.to_owned()),
+                )
+            }
+            None => (self.full.clone(), None),
+        }
     }
 
     /// The URL with its query replaced by `[redacted]`.
@@ -865,14 +906,21 @@ impl RelayEndpoint {
             full.push('=');
             egress_pct_encode(full, value);
         };
+        let mut token_span = None;
         if self.policy.auth == RelayAuth::Query {
             param(&mut full, "token", self.token.expose());
+            let start = query_start + "?token=".len();
+            token_span = Some((start, full.len()));
         }
         param(&mut full, "client", &self.client_id);
         for (key, value) in extra {
             param(&mut full, key, value);
         }
-        RelayUrl { full, query_start }
+        RelayUrl {
+            full,
+            query_start,
+            token_span,
+        }
     }
 
     /// Whether requests go over TLS: `https`, or plain HTTP only in the

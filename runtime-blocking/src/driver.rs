@@ -207,11 +207,16 @@ fn exchange(
         .timeout_connect(Some(net.connect_timeout))
         .user_agent(USER_AGENT)
         .build();
+    // ureq logs the request line it is given (at TRACE, through `log`):
+    // it gets the URL with the token masked, and the connection puts the
+    // token back into the bytes on their way to the socket.
+    let (url, token) = req.url.masked();
     let connector = RelayConnector {
         endpoint: Arc::clone(endpoint),
         tls,
         ctl: Arc::clone(ctl),
         failures: Arc::clone(&failures),
+        token,
     };
     let resolver = VettingResolver {
         endpoint: Arc::clone(endpoint),
@@ -219,8 +224,7 @@ fn exchange(
         failures: Arc::clone(&failures),
     };
     let agent = Agent::with_parts(config, connector, resolver);
-    // The one place the secret URL is used.
-    let url = req.url.expose();
+    let url = url.as_str();
     let headers = req
         .headers
         .iter()

@@ -98,11 +98,12 @@
 //! This crate emits one `tracing` span per operation (`human_plus.tools`,
 //! `human_plus.call`, ...: attachment id, tool, receive leg) and debug
 //! events per request with the redacted URL; never the token, a raw URL or
-//! a header. ureq itself logs through the `log` crate: at `DEBUG` it
-//! redacts the path and query, but at `TRACE` (target `ureq`) it writes the
-//! request's path and query, which carry the relay token in the default
-//! query-auth mode. Do not enable `TRACE` for `ureq` where logs are kept,
-//! or use [`RelayAuth::Bearer`] with a relay that accepts it.
+//! a header. ureq itself logs through the `log` crate, and at `TRACE`
+//! (target `ureq`) it writes the request line it is given: so it is never
+//! given the token. Its URL carries
+//! [`TOKEN_MARKER`](human_plus_core::TOKEN_MARKER) where the token goes,
+//! and the connection puts the token back into the request line on its way
+//! to the socket, below every logger.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)

@@ -117,6 +117,9 @@ pub(crate) struct RelayConnector {
     pub(crate) tls: Option<Arc<ClientConfig>>,
     pub(crate) ctl: Arc<RequestCtl>,
     pub(crate) failures: Arc<FailureSlot>,
+    /// The token to put back where ureq was given
+    /// [`TOKEN_MARKER`](human_plus_core::TOKEN_MARKER) (query auth only).
+    pub(crate) token: Option<String>,
 }
 
 impl fmt::Debug for RelayConnector {
@@ -151,6 +154,7 @@ impl Connector<()> for RelayConnector {
                 ),
                 io,
                 ctl: Arc::clone(&self.ctl),
+                token: self.token.clone(),
             })),
             Err(e) => {
                 self.failures.set(e);
@@ -412,6 +416,8 @@ pub(crate) struct RelayTransport {
     buffers: LazyBuffers,
     io: Io,
     ctl: Arc<RequestCtl>,
+    /// Until the request line has gone out: the token to unmask in it.
+    token: Option<String>,
 }
 
 impl fmt::Debug for RelayTransport {
@@ -421,6 +427,25 @@ impl fmt::Debug for RelayTransport {
             .field("tls", &matches!(self.io, Io::Tls(_)))
             .finish()
     }
+}
+
+/// The request head with the first [`TOKEN_MARKER`] of its request line
+/// replaced by `token`; `None` when there is no marker there.
+///
+/// [`TOKEN_MARKER`]: human_plus_core::TOKEN_MARKER
+fn unmask(output: &[u8], token: &str) -> Option<Vec<u8>> {
+    let marker = human_plus_core::TOKEN_MARKER.as_bytes();
+    let line_end = output
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(output.len());
+    let line = output.get(..line_end)?;
+    let at = line.windows(marker.len()).position(|w| w == marker)?;
+    let mut out = Vec::with_capacity(output.len() + token.len());
+    out.extend_from_slice(output.get(..at)?);
+    out.extend_from_slice(token.as_bytes());
+    out.extend_from_slice(output.get(at + marker.len()..)?);
+    Some(out)
 }
 
 /// The instant a ureq timeout runs out, `None` when it never does.
@@ -454,6 +479,8 @@ impl Transport for RelayTransport {
         };
         self.io.socket().set_write_timeout(limit)?;
         let output = self.buffers.output().get(..amount).unwrap_or_default();
+        let unmasked = self.token.take().and_then(|t| unmask(output, &t));
+        let output = unmasked.as_deref().unwrap_or(output);
         match self.io.write_all(output).and_then(|()| self.io.flush()) {
             Ok(()) => Ok(()),
             Err(_) if self.ctl.is_cancelled() => Err(ureq::Error::Io(cancelled())),
