@@ -1,5 +1,10 @@
-//! The `human-plus` command.
+//! The `human-plus` command. See `human-plus --help`.
 
-fn main() {
-    println!("human-plus {}", env!("CARGO_PKG_VERSION"));
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = human_plus_cli::args::Cli::parse();
+    ExitCode::from(human_plus_cli::run(cli))
 }

@@ -1,0 +1,433 @@
+//! The command line: every subcommand and option, as clap derives them.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipnet::IpNet;
+
+use crate::exit::EXIT_CODES_HELP;
+
+/// `human-plus`: an AI agent and a person on the same live surface, across
+/// a trust boundary.
+#[derive(Debug, Parser)]
+#[command(
+    name = "human-plus",
+    version,
+    about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.",
+    long_about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.\n\nStart with `human-plus demo`: it runs a relay and a demo sheet in-process and tells the whole story in a few screens. The relay token is read only from the HUMAN_PLUS_TOKEN environment variable or from --token-file, never from a flag value, and is never printed.",
+    after_help = EXIT_CODES_HELP,
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a relay and a demo sheet in-process on loopback and narrate the
+    /// whole story: hostile invitations refused, trust, discovery, a stale
+    /// write refused, the change feed, a successful write. Needs nothing set
+    /// up.
+    Demo(DemoArgs),
+    /// Run a local Fancy-compatible relay until Ctrl-C (for dogfooding).
+    Relay(RelayArgs),
+    /// Open the demo sheet as a person's page on a relay; type edits such as
+    /// `B4=12` on stdin.
+    Surface(SurfaceArgs),
+    /// Print the digests of tool definitions (offline): one definition, a
+    /// list, a `tools/list` result or a JSON-RPC reply carrying one.
+    Digest(DigestArgs),
+    /// Discover the surface's tools through local trust: admitted tools with
+    /// their digests, and what was withheld.
+    Tools(ToolsArgs),
+    /// Call one admitted tool; the result is framed as untrusted data.
+    Call(CallArgs),
+    /// Ask the surface's change feed what somebody else changed.
+    Changes(ChangesArgs),
+    /// Announce the agent's activity to the people on the surface.
+    Announce(AnnounceArgs),
+    /// Report what a surface really does: tools and digests, what is
+    /// withheld and why, observed conflict detection and change feed.
+    Probe(ProbeArgs),
+    /// Serve the surface's admitted tools to an MCP client over stdio
+    /// (newline-delimited JSON-RPC; logs on stderr).
+    Mcp(McpArgs),
+}
+
+/// Which runtime crate drives the relay traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum RuntimeKind {
+    /// `human-plus-tokio` (hyper + rustls).
+    #[default]
+    Tokio,
+    /// `human-plus-blocking` (ureq, one thread per request).
+    Blocking,
+    /// `human-plus-async-std` (async-io / async-net).
+    AsyncStd,
+}
+
+impl RuntimeKind {
+    /// Every runtime.
+    pub const ALL: [RuntimeKind; 3] = [
+        RuntimeKind::Tokio,
+        RuntimeKind::Blocking,
+        RuntimeKind::AsyncStd,
+    ];
+
+    /// The name used on the command line.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Tokio => "tokio",
+            RuntimeKind::Blocking => "blocking",
+            RuntimeKind::AsyncStd => "async-std",
+        }
+    }
+}
+
+/// How replies come back from the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Transport {
+    /// `GET /{session}/events`, a Server-Sent Events stream per exchange.
+    #[default]
+    Sse,
+    /// The Fancy relay's long-poll, `GET /{session}/poll`: every leg is an
+    /// ordinary short request (for proxies that buffer streams).
+    Poll,
+}
+
+impl Transport {
+    /// Both transports.
+    pub const ALL: [Transport; 2] = [Transport::Sse, Transport::Poll];
+
+    /// The name used on the command line.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Sse => "sse",
+            Transport::Poll => "poll",
+        }
+    }
+}
+
+/// Where the relay token goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum AuthMode {
+    /// In the query string, as the Fancy relay expects (browsers cannot set
+    /// headers on an event stream).
+    #[default]
+    Query,
+    /// In an `Authorization: Bearer` header, for relays that read it.
+    Bearer,
+}
+
+/// `demo` options.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// How replies come back from the relay.
+    #[arg(long, value_enum, default_value_t)]
+    pub transport: Transport,
+    /// Which runtime crate drives the traffic.
+    #[arg(long, value_enum, default_value_t)]
+    pub runtime: RuntimeKind,
+}
+
+/// `relay` options.
+#[derive(Debug, Clone, Args)]
+pub struct RelayArgs {
+    /// The address to listen on. The relay's `register` route is
+    /// unauthenticated: think before listening beyond loopback.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// The port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8787)]
+    pub port: u16,
+    /// Serve HTTPS with this PEM certificate chain (leaf first).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// How the demo sheet treats revisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Revisions {
+    /// Mint a revision on every result and refuse a stale pin (409).
+    #[default]
+    Enforced,
+    /// Mint revisions but never check a pin.
+    MintOnly,
+    /// Mint nothing, check nothing.
+    Off,
+}
+
+/// `surface` options.
+#[derive(Debug, Clone, Args)]
+pub struct SurfaceArgs {
+    /// The relay's base URL, e.g. http://127.0.0.1:8787.
+    #[arg(long, value_name = "URL")]
+    pub relay: String,
+    /// The session id to register ([A-Za-z0-9_-]{4,64}).
+    #[arg(long, value_name = "ID")]
+    pub session: String,
+    /// Read the session token from this file (else HUMAN_PLUS_TOKEN).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// The page's receive leg.
+    #[arg(long, value_enum, default_value_t)]
+    pub transport: Transport,
+    /// How the sheet treats revisions.
+    #[arg(long, value_enum, default_value_t)]
+    pub revisions: Revisions,
+    /// Offer no change feed (`changes_since`).
+    #[arg(long)]
+    pub no_change_feed: bool,
+    /// Leave the actor off change-feed rows.
+    #[arg(long)]
+    pub no_feed_attribution: bool,
+    /// Trust this PEM CA certificate for an https relay.
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// `digest` options.
+#[derive(Debug, Clone, Args)]
+pub struct DigestArgs {
+    /// A JSON file, or `-` (the default) for stdin.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<PathBuf>,
+    /// Print `{"name": "sha256:..."}`, usable as a --pins file.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The options every relay-facing command shares: the invitation, trust,
+/// egress, transport and participant.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// The relay's base URL (https://..., or http://127.0.0.1:PORT with
+    /// --allow-insecure-loopback).
+    #[arg(long, value_name = "URL", help_heading = "Invitation")]
+    pub relay: String,
+    /// The session id of the invitation.
+    #[arg(long, value_name = "ID", help_heading = "Invitation")]
+    pub session: String,
+    /// The surface id of the invitation.
+    #[arg(long, value_name = "ID", help_heading = "Invitation")]
+    pub surface: String,
+    /// The application name of the invitation.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "human-plus",
+        help_heading = "Invitation"
+    )]
+    pub application: String,
+    /// Read the relay token from this file. Without it the token comes from
+    /// the HUMAN_PLUS_TOKEN environment variable; it is never a flag value.
+    #[arg(long, value_name = "PATH", help_heading = "Invitation")]
+    pub token_file: Option<PathBuf>,
+
+    /// Trust exactly these tools (comma-separated or repeated).
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_delimiter = ',',
+        conflicts_with = "every_tool",
+        help_heading = "Trust"
+    )]
+    pub allow: Vec<String>,
+    /// Trust every well-formed tool that is not a reserved confirmation
+    /// tool. Prefer --allow.
+    #[arg(long, help_heading = "Trust")]
+    pub every_tool: bool,
+    /// Pin a tool's definition to its digest (repeatable).
+    #[arg(long = "pin", value_name = "NAME=sha256:...", help_heading = "Trust")]
+    pub pin: Vec<String>,
+    /// Read pins from a JSON file: `{"name": "sha256:..."}` (what `digest
+    /// --json` prints) or the `tools --json` output.
+    #[arg(long = "pins", value_name = "FILE", help_heading = "Trust")]
+    pub pins_file: Option<PathBuf>,
+
+    /// Declare a relay host (repeatable). Egress is never implied by the
+    /// relay URL.
+    #[arg(long, value_name = "HOST", help_heading = "Egress")]
+    pub allow_host: Vec<String>,
+    /// Declare a relay port (repeatable; default 443).
+    #[arg(long, value_name = "PORT", help_heading = "Egress")]
+    pub allow_port: Vec<u16>,
+    /// Send relay traffic through this HTTP CONNECT proxy (http://HOST:PORT).
+    #[arg(long, value_name = "URL", help_heading = "Egress")]
+    pub egress_proxy: Option<String>,
+    /// Connect without an egress proxy (local dogfooding only; resolved
+    /// addresses are still vetted).
+    #[arg(long, help_heading = "Egress")]
+    pub allow_unverified_egress: bool,
+    /// Accept an http:// relay on `127.0.0.1`, `[::1]` or `localhost` (local
+    /// development only; needs --allow-unverified-egress too).
+    #[arg(long, help_heading = "Egress")]
+    pub allow_insecure_loopback: bool,
+    /// Dangerous: treat addresses in this network as public (e.g.
+    /// 127.0.0.1/32 for a TLS relay on this machine).
+    #[arg(long, value_name = "CIDR", help_heading = "Egress")]
+    pub allow_address: Vec<IpNet>,
+    /// Trust this PEM CA certificate (in addition to the bundled roots) for
+    /// the relay's TLS.
+    #[arg(long, value_name = "PEM", help_heading = "Egress")]
+    pub ca_cert: Option<PathBuf>,
+    /// Where the token goes.
+    #[arg(long, value_enum, default_value_t, help_heading = "Egress")]
+    pub auth: AuthMode,
+
+    /// How replies come back from the relay.
+    #[arg(long, value_enum, default_value_t, help_heading = "Transport")]
+    pub transport: Transport,
+    /// Which runtime crate drives the traffic.
+    #[arg(long, value_enum, default_value_t, help_heading = "Transport")]
+    pub runtime: RuntimeKind,
+    /// The cap on one exchange with the surface, in seconds.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 30.0,
+        help_heading = "Transport"
+    )]
+    pub timeout: f64,
+
+    /// The participant id the surface sees.
+    #[arg(
+        long,
+        value_name = "ID",
+        default_value = "human-plus-cli",
+        help_heading = "Participant"
+    )]
+    pub participant_id: String,
+    /// The participant name people on the surface see.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "Human+ agent",
+        help_heading = "Participant"
+    )]
+    pub participant_name: String,
+    /// The participant colour.
+    #[arg(
+        long,
+        value_name = "COLOR",
+        default_value = "#7c3aed",
+        alias = "participant-colour",
+        help_heading = "Participant"
+    )]
+    pub participant_color: String,
+}
+
+/// `tools` options.
+#[derive(Debug, Clone, Args)]
+pub struct ToolsArgs {
+    /// Connection options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print JSON (usable as a --pins file).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `call` options.
+#[derive(Debug, Clone, Args)]
+pub struct CallArgs {
+    /// The tool to call.
+    #[arg(value_name = "TOOL")]
+    pub tool: String,
+    /// Its arguments, a JSON object (default `{}`).
+    #[arg(value_name = "ARGS-JSON")]
+    pub arguments: Option<String>,
+    /// Pin the call to this revision (one an earlier call printed), so a
+    /// surface that changed since refuses it instead of overwriting.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Connection options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// `changes` options.
+#[derive(Debug, Clone, Args)]
+pub struct ChangesArgs {
+    /// Ask for changes after this revision (else: everything the feed
+    /// reports).
+    #[arg(long, value_name = "REV")]
+    pub since: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Connection options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// An activity priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum PriorityArg {
+    /// Background work.
+    Background,
+    /// Ordinary work.
+    #[default]
+    Normal,
+    /// Worth a look.
+    Attention,
+    /// Waiting on a person.
+    Blocking,
+}
+
+/// `announce` options.
+#[derive(Debug, Clone, Args)]
+pub struct AnnounceArgs {
+    /// What the agent is doing, e.g. `editing`.
+    #[arg(value_name = "ACTION")]
+    pub action: String,
+    /// The handle it is doing it to, e.g. `B4`.
+    #[arg(long, value_name = "T")]
+    pub target: Option<String>,
+    /// How much it should draw a person's attention.
+    #[arg(long, value_enum, default_value_t)]
+    pub priority: PriorityArg,
+    /// A correlation id.
+    #[arg(long, value_name = "ID")]
+    pub correlation_id: Option<String>,
+    /// Connection options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// `probe` options.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// A READ-ONLY tool the probe may call twice to observe revisions: once
+    /// as is, once pinned to a revision the surface never issued.
+    #[arg(long, value_name = "TOOL")]
+    pub read: Option<String>,
+    /// The arguments of --read, a JSON object (default `{}`).
+    #[arg(long = "args", value_name = "JSON", requires = "read")]
+    pub read_args: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Connection options (trust defaults to --every-tool here).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// `mcp` options.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// Connection options.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}

@@ -1,0 +1,296 @@
+//! `tools`, `call`, `changes` and `announce`: one operation each, against a
+//! real relay. Each run is a fresh attachment; `call --revision` and
+//! `changes --since` carry a revision from an earlier run.
+
+use std::fmt::Write as _;
+
+use human_plus_core::{
+    Activity, CallResult, Discovery, Priority, SurfaceChanges, ToolRefusal, Withheld,
+};
+use serde_json::{Map, Value, json};
+
+use crate::agent::store_revision;
+use crate::args::{AnnounceArgs, CallArgs, ChangesArgs, PriorityArg, ToolsArgs};
+use crate::connect::connect;
+use crate::exit::{Failure, printable};
+
+/// Why a tool was withheld, as a short code and a sentence.
+#[must_use]
+pub fn withheld_reason(w: &Withheld) -> (&'static str, String) {
+    match &w.reason {
+        ToolRefusal::Reserved(_) => (
+            "reserved",
+            "reserved for the person: a confirmation tool is never offered to an agent".to_owned(),
+        ),
+        ToolRefusal::NotAllowed(_) => (
+            "not_allowed",
+            "not in the trust allowlist (--allow)".to_owned(),
+        ),
+        ToolRefusal::MalformedName(_) => (
+            "malformed_name",
+            "not a well-formed tool name, so it is never offered".to_owned(),
+        ),
+        ToolRefusal::NotOffered(_) => (
+            "duplicate",
+            "listed more than once; only the first definition is offered".to_owned(),
+        ),
+        other => ("refused", other.to_string()),
+    }
+}
+
+/// The `tools --json` document: admitted tools (name, digest,
+/// description, inputSchema), withheld ones (name, code, reason) and the
+/// count of malformed entries. Its `tools` list is a valid `--pins` file.
+#[must_use]
+pub fn discovery_json(d: &Discovery) -> Value {
+    let tools: Vec<Value> = d
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name(),
+                "digest": t.digest(),
+                "description": t.description(),
+                "inputSchema": t.input_schema(),
+            })
+        })
+        .collect();
+    let withheld: Vec<Value> = d
+        .withheld
+        .iter()
+        .map(|w| {
+            let (code, reason) = withheld_reason(w);
+            json!({"name": w.name, "code": code, "reason": reason})
+        })
+        .collect();
+    json!({"tools": tools, "withheld": withheld, "malformed": d.malformed})
+}
+
+/// The `tools` text: admitted tools with digests, then what was withheld.
+#[must_use]
+pub fn discovery_text(d: &Discovery) -> String {
+    let mut out = String::new();
+    let width = d
+        .tools
+        .iter()
+        .map(|t| printable(t.name()).chars().count())
+        .chain(
+            d.withheld
+                .iter()
+                .map(|w| printable(&w.name).chars().count()),
+        )
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(out, "admitted ({}):", d.tools.len());
+    for t in &d.tools {
+        let _ = writeln!(out, "  {:width$}  {}", printable(t.name()), t.digest());
+    }
+    if !d.withheld.is_empty() {
+        let _ = writeln!(out, "withheld ({}):", d.withheld.len());
+        for w in &d.withheld {
+            let _ = writeln!(
+                out,
+                "  {:width$}  {}",
+                printable(&w.name),
+                withheld_reason(w).1
+            );
+        }
+    }
+    if d.malformed > 0 {
+        let _ = writeln!(
+            out,
+            "malformed: {} listed entr{} without a usable name or schema",
+            d.malformed,
+            if d.malformed == 1 { "y" } else { "ies" }
+        );
+    }
+    out
+}
+
+/// Parses a JSON object argument (`None` is `{}`).
+///
+/// # Errors
+/// A usage failure unless it is a JSON object.
+pub fn parse_object(raw: Option<&str>, what: &str) -> Result<Value, Failure> {
+    let Some(raw) = raw else {
+        return Ok(Value::Object(Map::new()));
+    };
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(Failure::usage(format!(
+            "{what} must be a JSON object, e.g. '{{\"address\": \"B4\"}}'"
+        ))),
+        Err(e) => Err(Failure::usage(format!("{what} is not valid JSON: {e}"))),
+    }
+}
+
+/// `human-plus tools`.
+///
+/// # Errors
+/// The failure to report.
+pub fn tools(args: &ToolsArgs) -> Result<String, Failure> {
+    let c = connect(&args.connect, None)?;
+    let d = c.agent.tools(&c.owner, c.id()).map_err(|e| c.fail(&e))?;
+    Ok(if args.json {
+        format!("{}\n", discovery_json(&d))
+    } else {
+        discovery_text(&d)
+    })
+}
+
+/// The `call --json` document.
+#[must_use]
+pub fn call_json(r: &CallResult) -> Value {
+    json!({
+        "text": r.text,
+        "revision": r.revision.as_ref().map(|v| v.token()),
+        "pinned": r.pinned.as_ref().map(|v| v.token()),
+        "revision_refused": r.revision_refused,
+    })
+}
+
+/// `human-plus call`.
+///
+/// # Errors
+/// The failure to report.
+pub fn call(args: &CallArgs) -> Result<String, Failure> {
+    let arguments = parse_object(args.arguments.as_deref(), "ARGS-JSON")?;
+    let c = connect(&args.connect, None)?;
+    if let Some(rev) = &args.revision {
+        store_revision(c.agent.as_ref(), c.id(), rev, "human-plus call --revision")
+            .map_err(|e| c.fail(&e))?;
+    }
+    let r = c
+        .agent
+        .call(&c.owner, c.id(), &args.tool, arguments)
+        .map_err(|e| c.fail(&e))?;
+    if args.json {
+        return Ok(format!("{}\n", call_json(&r)));
+    }
+    let mut out = r.text.clone();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    match (&r.revision, &r.pinned) {
+        (Some(rev), Some(pin)) => {
+            let _ = writeln!(
+                out,
+                "revision {} (the call was pinned to {})",
+                printable(rev.token()),
+                printable(pin.token())
+            );
+        }
+        (Some(rev), None) => {
+            let _ = writeln!(
+                out,
+                "revision {} (pin later calls with --revision {})",
+                printable(rev.token()),
+                printable(rev.token())
+            );
+        }
+        (None, Some(pin)) => {
+            let _ = writeln!(
+                out,
+                "no revision in the result (the call was pinned to {})",
+                printable(pin.token())
+            );
+        }
+        (None, None) => {
+            let _ = writeln!(
+                out,
+                "no revision in the result: this surface's writes cannot be pinned"
+            );
+        }
+    }
+    if r.revision_refused {
+        let _ = writeln!(
+            out,
+            "the result's revision marker was over 512 bytes and was not kept"
+        );
+    }
+    Ok(out)
+}
+
+/// The `changes` text: what is known, whom to defer to, the revision.
+#[must_use]
+pub fn changes_text(s: &SurfaceChanges) -> String {
+    let mut out = s.describe();
+    out.push('\n');
+    for c in s.changes() {
+        let defer = if c.deserves_deference() {
+            "defer: re-read it, do not correct it"
+        } else {
+            "the agent's own"
+        };
+        let _ = writeln!(
+            out,
+            "  {}  {} by {}  ({defer})",
+            printable(c.handle()),
+            c.kind().as_str(),
+            c.actor().as_str()
+        );
+    }
+    if let Some(rev) = s.revision() {
+        let _ = writeln!(out, "revision {}", printable(rev.token()));
+    }
+    out
+}
+
+/// `human-plus changes`.
+///
+/// # Errors
+/// The failure to report.
+pub fn changes(args: &ChangesArgs) -> Result<String, Failure> {
+    let c = connect(&args.connect, None)?;
+    if let Some(rev) = &args.since {
+        store_revision(c.agent.as_ref(), c.id(), rev, "human-plus changes --since")
+            .map_err(|e| c.fail(&e))?;
+    }
+    let s = c
+        .agent
+        .changes_since(&c.owner, c.id())
+        .map_err(|e| c.fail(&e))?;
+    Ok(if args.json {
+        format!("{}\n", s.to_json())
+    } else {
+        changes_text(&s)
+    })
+}
+
+/// The core priority of a command-line priority.
+#[must_use]
+pub fn priority(p: PriorityArg) -> Priority {
+    match p {
+        PriorityArg::Background => Priority::Background,
+        PriorityArg::Normal => Priority::Normal,
+        PriorityArg::Attention => Priority::Attention,
+        PriorityArg::Blocking => Priority::Blocking,
+    }
+}
+
+/// `human-plus announce`.
+///
+/// # Errors
+/// The failure to report.
+pub fn announce(args: &AnnounceArgs) -> Result<String, Failure> {
+    let c = connect(&args.connect, None)?;
+    let mut activity = Activity::new(&args.action).priority(priority(args.priority));
+    if let Some(t) = &args.target {
+        activity = activity.target(t);
+    }
+    if let Some(id) = &args.correlation_id {
+        activity = activity.correlation_id(id);
+    }
+    c.agent
+        .announce(&c.owner, c.id(), &activity)
+        .map_err(|e| c.fail(&e))?;
+    Ok(format!(
+        "announced: {}{} ({})\n",
+        printable(&args.action),
+        args.target
+            .as_deref()
+            .map(|t| format!(" {}", printable(t)))
+            .unwrap_or_default(),
+        priority(args.priority)
+    ))
+}

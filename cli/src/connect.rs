@@ -1,0 +1,375 @@
+//! From connection options to an attached manager: the token (from the
+//! environment or a file only), the invitation, trust and pins, egress,
+//! transport and participant.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use human_plus_core::{
+    EgressPolicy, ManagerConfig, Participant, ReceiveLeg, RelayAuth, SurfaceAttachment,
+    SurfaceInvitation, TransportConfig, TrustPolicy,
+};
+use human_plus_runtime::TlsRoots;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde_json::Value;
+
+use crate::agent::{Agent, AgentSetup, build_agent};
+use crate::args::{AuthMode, ConnectArgs, Transport};
+use crate::exit::{Context, Failure};
+
+/// The environment variable the relay token is read from.
+pub const TOKEN_ENV: &str = "HUMAN_PLUS_TOKEN";
+
+/// The owner every attachment of this process belongs to.
+pub const OWNER: &str = "human-plus-cli";
+
+/// An attached manager, ready for operations.
+pub struct Connection {
+    /// The manager.
+    pub agent: Box<dyn Agent>,
+    /// The owner the attachment belongs to.
+    pub owner: String,
+    /// The attachment (as attached; ask the agent for its current state).
+    pub attachment: SurfaceAttachment,
+    /// What failures are reported against.
+    pub context: Context,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("runtime", &self.agent.runtime())
+            .field("attachment", &self.attachment.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// The attachment id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        self.attachment.id()
+    }
+
+    /// A failure for `error`, with this connection's context.
+    #[must_use]
+    pub fn fail(&self, error: &human_plus_core::Error) -> Failure {
+        Failure::from_error(error, &self.context)
+    }
+}
+
+/// Reads the relay token: `--token-file` when given, else
+/// `HUMAN_PLUS_TOKEN`. Surrounding whitespace (a trailing newline) is
+/// trimmed.
+///
+/// # Errors
+/// A usage failure when neither is set, the file cannot be read, or the
+/// token is empty.
+pub fn read_token(token_file: Option<&Path>) -> Result<String, Failure> {
+    let token = match token_file {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| {
+            Failure::usage(format!(
+                "cannot read --token-file {}: {e}",
+                path.display()
+            ))
+        })?,
+        None => std::env::var(TOKEN_ENV).map_err(|_| {
+            Failure::usage("no relay token").with_hint(format!(
+                "set {TOKEN_ENV} or pass --token-file PATH (the token is never accepted as a flag value)"
+            ))
+        })?,
+    };
+    let token = token.trim().to_owned();
+    if token.is_empty() {
+        return Err(Failure::usage("the relay token is empty")
+            .with_hint(format!("set {TOKEN_ENV} or pass --token-file PATH")));
+    }
+    Ok(token)
+}
+
+/// Parses `--pin NAME=sha256:...`.
+///
+/// # Errors
+/// A usage failure for a malformed pin.
+pub fn parse_pin(raw: &str) -> Result<(String, String), Failure> {
+    let Some((name, digest)) = raw.split_once('=') else {
+        return Err(Failure::usage(format!(
+            "--pin {raw}: expected NAME=sha256:<32 hex digits>"
+        )));
+    };
+    check_digest(name, digest)?;
+    Ok((name.to_owned(), digest.to_owned()))
+}
+
+fn check_digest(name: &str, digest: &str) -> Result<(), Failure> {
+    let hex = digest.strip_prefix(human_plus_core::DIGEST_PREFIX);
+    let ok = hex.is_some_and(|h| {
+        h.len() == 32
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    if name.is_empty() || !ok {
+        return Err(Failure::usage(format!(
+            "pin for [{}]: expected sha256: followed by 32 lowercase hex digits (see `human-plus digest`)",
+            crate::exit::printable(name)
+        )));
+    }
+    Ok(())
+}
+
+/// Reads a pins file: `{"name": "sha256:..."}` (what `digest --json`
+/// prints), a list of `{"name", "digest"}`, or `{"tools": [...]}` of those
+/// (what `tools --json` and `probe --json` print).
+///
+/// # Errors
+/// A usage failure when the file cannot be read or has another shape.
+pub fn read_pins(path: &Path) -> Result<BTreeMap<String, String>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::usage(format!("cannot read --pins {}: {e}", path.display())))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("--pins {}: invalid JSON: {e}", path.display())))?;
+    pins_from_json(&value).map_err(|m| Failure::usage(format!("--pins {}: {m}", path.display())))
+}
+
+/// The pins in a JSON value of one of [`read_pins`]'s shapes.
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn pins_from_json(value: &Value) -> Result<BTreeMap<String, String>, String> {
+    let entries = match value {
+        Value::Object(map) if map.get("tools").is_some_and(Value::is_array) => map
+            .get("tools")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        Value::Object(map) => {
+            let mut pins = BTreeMap::new();
+            for (name, digest) in map {
+                let Some(digest) = digest.as_str() else {
+                    return Err(format!("the pin of [{name}] is not a string"));
+                };
+                check_digest(name, digest).map_err(|f| f.message)?;
+                pins.insert(name.clone(), digest.to_owned());
+            }
+            return Ok(pins);
+        }
+        Value::Array(list) => list.clone(),
+        _ => {
+            return Err(
+                "expected {\"name\": \"sha256:...\"} or a list of {\"name\", \"digest\"}".into(),
+            );
+        }
+    };
+    let mut pins = BTreeMap::new();
+    for entry in entries {
+        let (Some(name), Some(digest)) = (
+            entry.get("name").and_then(Value::as_str),
+            entry.get("digest").and_then(Value::as_str),
+        ) else {
+            return Err("every entry needs a string name and digest".into());
+        };
+        check_digest(name, digest).map_err(|f| f.message)?;
+        pins.insert(name.to_owned(), digest.to_owned());
+    }
+    Ok(pins)
+}
+
+/// The trust policy the options declare; `fallback` when they declare
+/// none (`probe` uses every tool; the others stay undeclared, which the
+/// core refuses before anything is sent).
+///
+/// # Errors
+/// A usage failure for a malformed pin or pins file.
+pub fn trust_policy(
+    args: &ConnectArgs,
+    fallback: Option<TrustPolicy>,
+) -> Result<TrustPolicy, Failure> {
+    let mut pins = match &args.pins_file {
+        Some(path) => read_pins(path)?,
+        None => BTreeMap::new(),
+    };
+    for raw in &args.pin {
+        let (name, digest) = parse_pin(raw)?;
+        pins.insert(name, digest);
+    }
+    let allow: Vec<String> = args
+        .allow
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let policy = if args.every_tool {
+        TrustPolicy::every_tool(pins)
+    } else if !allow.is_empty() {
+        TrustPolicy::allowing(allow, pins)
+    } else if let Some(fallback) = fallback {
+        pins.into_iter()
+            .fold(fallback, |p, (name, digest)| p.with_pin(name, digest))
+    } else {
+        pins.into_iter()
+            .fold(TrustPolicy::undeclared(), |p, (name, digest)| {
+                p.with_pin(name, digest)
+            })
+    };
+    Ok(policy)
+}
+
+/// The egress policy the options declare. Nothing is implied by the relay
+/// URL: every host and port is declared explicitly.
+#[must_use]
+pub fn egress_policy(args: &ConnectArgs) -> EgressPolicy {
+    let mut policy = EgressPolicy::new(&args.allow_host)
+        .allow_unverified_egress(args.allow_unverified_egress)
+        .auth(match args.auth {
+            AuthMode::Query => RelayAuth::Query,
+            AuthMode::Bearer => RelayAuth::Bearer,
+        });
+    if !args.allow_port.is_empty() {
+        policy = policy.allow_ports(args.allow_port.iter().copied());
+    }
+    if let Some(proxy) = &args.egress_proxy {
+        policy = policy.egress_proxy(proxy.clone());
+    }
+    if !args.allow_address.is_empty() {
+        policy = policy.allow_addresses(args.allow_address.iter().copied());
+    }
+    policy
+}
+
+/// The receive leg of a transport choice.
+#[must_use]
+pub fn receive_leg(transport: Transport) -> ReceiveLeg {
+    match transport {
+        Transport::Sse => ReceiveLeg::Sse,
+        Transport::Poll => ReceiveLeg::fancy_poll(),
+    }
+}
+
+/// The exchange timeout of `--timeout`.
+///
+/// # Errors
+/// A usage failure unless it is a positive number of seconds.
+pub fn timeout(secs: f64) -> Result<Duration, Failure> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(Failure::usage(format!(
+            "--timeout {secs}: expected a number of seconds above 0"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Reads a PEM CA certificate file.
+///
+/// # Errors
+/// A usage failure when it cannot be read or holds no certificate.
+pub fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, Failure> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|e| Failure::usage(format!("--ca-cert {}: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(Failure::usage(format!(
+            "--ca-cert {}: no certificate found",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
+/// Builds the manager the options describe and attaches (no network: the
+/// first operation is the first request).
+///
+/// # Errors
+/// A failure for bad options, a missing token, an invalid invitation or an
+/// egress refusal.
+pub fn connect(
+    args: &ConnectArgs,
+    fallback_trust: Option<TrustPolicy>,
+) -> Result<Connection, Failure> {
+    let context = Context {
+        relay_url: Some(args.relay.clone()),
+    };
+    let fail = |e: &human_plus_core::Error| Failure::from_error(e, &context);
+    let trust = trust_policy(args, fallback_trust)?;
+    let transport = TransportConfig::default()
+        .receive_leg(receive_leg(args.transport))
+        .timeout(timeout(args.timeout)?);
+    let config = ManagerConfig::new(egress_policy(args), trust).transport(transport);
+    let mut setup = AgentSetup::new(config);
+    setup.connect_timeout = setup.config.transport.timeout.min(Duration::from_secs(10));
+    if let Some(ca) = &args.ca_cert {
+        setup.roots = read_ca(ca)?
+            .into_iter()
+            .fold(TlsRoots::webpki(), TlsRoots::with_root);
+    }
+    let token = read_token(args.token_file.as_deref())?;
+    let invitation = if args.allow_insecure_loopback {
+        SurfaceInvitation::new_insecure_loopback(
+            &args.relay,
+            &args.session,
+            token,
+            &args.surface,
+            &args.application,
+        )
+    } else {
+        SurfaceInvitation::new(
+            &args.relay,
+            &args.session,
+            token,
+            &args.surface,
+            &args.application,
+        )
+    }
+    .map_err(|e| fail(&e))?;
+    let agent = build_agent(args.runtime, setup).map_err(|e| fail(&e))?;
+    let participant = Participant::new(
+        &args.participant_id,
+        &args.participant_name,
+        &args.participant_color,
+    );
+    let attachment = agent
+        .attach(OWNER, invitation, participant)
+        .map_err(|e| fail(&e))?;
+    Ok(Connection {
+        agent,
+        owner: OWNER.to_owned(),
+        attachment,
+        context,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pins_files_in_three_shapes() {
+        let d = "sha256:5ab496568589a2e1901b1b49c27b22bc";
+        for v in [
+            json!({"surface_write": d}),
+            json!([{"name": "surface_write", "digest": d}]),
+            json!({"tools": [{"name": "surface_write", "digest": d, "description": "x"}]}),
+        ] {
+            assert_eq!(pins_from_json(&v).unwrap()["surface_write"], d);
+        }
+        assert!(pins_from_json(&json!({"x": "md5:00"})).is_err());
+        assert!(pins_from_json(&json!(3)).is_err());
+    }
+
+    #[test]
+    fn pin_flags() {
+        assert!(parse_pin("a=sha256:5ab496568589a2e1901b1b49c27b22bc").is_ok());
+        assert!(parse_pin("a").is_err());
+        assert!(parse_pin("a=sha256:XYZ").is_err());
+        assert!(parse_pin("=sha256:5ab496568589a2e1901b1b49c27b22bc").is_err());
+    }
+
+    #[test]
+    fn timeouts() {
+        assert!(timeout(0.0).is_err());
+        assert!(timeout(f64::NAN).is_err());
+        assert_eq!(timeout(1.5).unwrap(), Duration::from_millis(1500));
+    }
+}

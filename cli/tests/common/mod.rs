@@ -1,0 +1,189 @@
+//! A relay and a demo surface on a background tokio runtime, and a way to
+//! run the built `human-plus` binary against them.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use human_plus_relay::{DemoSurface, DemoSurfaceBuilder, RelayHandle, RelayServer};
+
+/// The built binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_human-plus");
+
+/// A generous bound for one command on a loaded machine.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// A fresh random hex string.
+pub fn random_hex(bytes: usize) -> String {
+    human_plus_cli::demo::random_hex(bytes)
+}
+
+/// A relay and a demo surface.
+pub struct Env {
+    pub rt: tokio::runtime::Runtime,
+    relay: Option<RelayHandle>,
+    surface: Option<DemoSurface>,
+    pub base: String,
+    pub port: u16,
+    pub session: String,
+    pub token: String,
+}
+
+impl Env {
+    /// Starts a relay and a surface configured by `configure`.
+    pub fn start(configure: impl FnOnce(DemoSurfaceBuilder) -> DemoSurfaceBuilder) -> Env {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let session = format!("cli_{}", random_hex(6));
+        let token = format!("tok{}", random_hex(16));
+        let relay = rt.block_on(RelayServer::builder().start()).unwrap();
+        let base = relay.base_url().to_owned();
+        let port = relay.addr().port();
+        let surface = rt
+            .block_on(configure(DemoSurface::builder(&base, &session, &token)).start())
+            .unwrap();
+        Env {
+            rt,
+            relay: Some(relay),
+            surface: Some(surface),
+            base,
+            port,
+            session,
+            token,
+        }
+    }
+
+    /// Starts a relay and a default surface.
+    pub fn default_surface() -> Env {
+        Env::start(|b| b)
+    }
+
+    pub fn surface(&self) -> &DemoSurface {
+        self.surface.as_ref().unwrap()
+    }
+
+    pub fn relay(&self) -> &RelayHandle {
+        self.relay.as_ref().unwrap()
+    }
+
+    /// The connection options for this relay in loopback development mode
+    /// (trust not included).
+    pub fn connect_args(&self) -> Vec<String> {
+        [
+            "--relay",
+            &self.base,
+            "--session",
+            &self.session,
+            "--surface",
+            "sheet:one",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            &self.port.to_string(),
+            "--allow-unverified-egress",
+            "--allow-insecure-loopback",
+            "--timeout",
+            "60",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+
+    /// Runs the binary with `args` and this environment's token in
+    /// HUMAN_PLUS_TOKEN.
+    pub fn run(&self, args: &[&str]) -> Run {
+        run(args, Some(&self.token))
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let surface = self.surface.take();
+        let relay = self.relay.take();
+        self.rt.block_on(async {
+            if let Some(s) = surface {
+                s.shutdown().await;
+            }
+            if let Some(r) = relay {
+                r.shutdown().await;
+            }
+        });
+    }
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Panics unless neither stream contains `secret`.
+    pub fn assert_no_secret(&self, secret: &str) {
+        assert!(
+            !self.stdout.contains(secret) && !self.stderr.contains(secret),
+            "the token leaked:\n{self:?}"
+        );
+    }
+}
+
+/// Runs the binary with `args`, with HUMAN_PLUS_TOKEN set to `token` (or
+/// removed), stdin closed, bounded by [`COMMAND_TIMEOUT`].
+pub fn run(args: &[&str], token: Option<&str>) -> Run {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("NO_COLOR");
+    if let Some(token) = token {
+        cmd.env("HUMAN_PLUS_TOKEN", token);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("human-plus {args:?} did not finish in {COMMAND_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// `args` followed by `extra`, as `&str`s.
+pub fn with<'a>(args: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    extra
+        .iter()
+        .copied()
+        .chain(args.iter().map(String::as_str))
+        .collect()
+}
