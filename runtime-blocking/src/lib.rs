@@ -120,12 +120,14 @@ use std::time::{Duration, Instant};
 
 pub use human_plus_core as core;
 pub use human_plus_core::{
-    Activity, CallResult, ConflictDetection, Discovery, EgressPolicy, Error, ManagerConfig, Owner,
-    Participant, Priority, ReceiveLeg, RelayAuth, ResultGuard, SurfaceAttachment, SurfaceChanges,
-    SurfaceInvitation, TransportConfig, TrustPolicy,
+    Activity, AttachmentState, CallResult, ConflictDetection, Discovery, EgressPolicy, Error,
+    ManagerConfig, NO_PINS, Owner, Participant, Priority, ReceiveLeg, RelayAuth, ResultGuard,
+    SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportConfig, TrustPolicy,
 };
 pub use human_plus_runtime::TlsRoots;
 pub use human_plus_store::{AttachmentStore, InMemoryAttachmentStore, LockGuard};
+#[cfg(feature = "redis")] // The Redis store (feature `redis`).
+pub use human_plus_store::{Keyring, RedisAttachmentStore, RedisConfig};
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
 pub use toolset::{HumanPlusToolset, SurfaceTool, ToolHandle};
 

@@ -109,6 +109,8 @@ pub use human_plus_runtime::TlsRoots;
 pub use human_plus_store::{
     AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
 };
+#[cfg(feature = "redis")] // The Redis store (feature `redis`).
+pub use human_plus_store::{AsyncRedisAttachmentStore, Keyring, RedisConfig};
 pub use resolve::{Resolve, Resolving, StaticResolver, SystemResolver};
 pub use rustls_pki_types::CertificateDer;
 #[cfg(feature = "rig")]

@@ -12,6 +12,15 @@
 //! async code. [`InMemoryAttachmentStore`] implements both, with a real
 //! lock.
 //!
+//! A Redis store, for workers on more than one machine, is behind
+//! features (its documentation is the `redis_store` module's, built with them):
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `redis` | `RedisAttachmentStore` (blocking), `Keyring`, `RedisConfig`: synchronous redis-rs, no async runtime |
+//! | `redis-tokio` | `AsyncRedisAttachmentStore` on tokio |
+//! | `redis-smol` | `AsyncRedisAttachmentStore` on async-io (smol, async-std) |
+//!
 //! ```
 //! use std::time::Duration;
 //! use human_plus_core::*;
@@ -37,6 +46,13 @@ use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
 use human_plus_core::{Error, StoreError, SurfaceAttachment};
+
+#[cfg(feature = "redis")]
+pub mod redis_store;
+#[cfg(any(feature = "redis-tokio", feature = "redis-smol"))]
+pub use redis_store::AsyncRedisAttachmentStore;
+#[cfg(feature = "redis")]
+pub use redis_store::{Keyring, RedisAttachmentStore, RedisConfig};
 
 /// How long a lock is held before another worker may take it over, if its
 /// holder never releases it (a crash). Longer than a whole operation at the

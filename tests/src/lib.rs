@@ -667,3 +667,8 @@ impl LegKind {
 pub fn cells(env: &Env) -> BTreeMap<String, String> {
     env.surface().cells()
 }
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,82 @@
+//! The Lua scripts, run with EVALSHA (loaded on a `NOSCRIPT` miss by
+//! [`redis::Script`]). Each touches only the keys it is given, so it is
+//! atomic on a single Redis (and on one cluster slot, should the keys be
+//! hash-tagged into one).
+
+use std::sync::LazyLock;
+
+/// Compare-and-set of a record.
+///
+/// `KEYS[1]` the record key (a hash: `g` = generation in decimal, `v` =
+/// the envelope); `KEYS[2]` (optional) the lock key.
+/// `ARGV[1]` the expected generation (`""`: the key must not exist),
+/// `ARGV[2]` the new generation, `ARGV[3]` the envelope, `ARGV[4]` the TTL
+/// in milliseconds, `ARGV[5]` (with `KEYS[2]`) the caller's lock token.
+///
+/// Returns `{1, new}` when written, `{0, found}` on a generation mismatch
+/// (`found` is `""` for a missing record) and `{2, found}` when the lock
+/// is no longer held by the caller's token. Nothing is written unless it
+/// returns 1. A record key holding something else than our hash is an
+/// error, never overwritten.
+pub(crate) const PUT_SRC: &str = r"
+local found = redis.call('HGET', KEYS[1], 'g')
+if not found then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return redis.error_reply('human-plus: the record key holds no generation')
+  end
+  found = ''
+end
+if found ~= ARGV[1] then
+  return {0, found}
+end
+if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[5] then
+  return {2, found}
+end
+redis.call('HSET', KEYS[1], 'g', ARGV[2], 'v', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {1, ARGV[2]}
+";
+
+/// One attempt to take a lock: `SET lock token NX PX lease`, behind a
+/// one-place waiting line so a holder that releases and locks again at
+/// once cannot starve the workers already waiting.
+///
+/// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key; `ARGV[1]` the
+/// caller's token, `ARGV[2]` the lease in milliseconds, `ARGV[3]` how long
+/// a place in line is kept without being renewed, in milliseconds.
+///
+/// Returns 1 when the lock is taken (the caller's place in line, if it had
+/// it, is given up), 2 when it is held and the caller is next in line
+/// (claimed or renewed now), 0 when it is held, or free but promised to
+/// the worker next in line.
+pub(crate) const ACQUIRE_SRC: &str = r"
+local next = redis.call('GET', KEYS[2])
+if next and next ~= ARGV[1] then
+  return 0
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if next then
+    redis.call('DEL', KEYS[2])
+  end
+  return 1
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+return 2
+";
+
+/// Compare-and-delete of a lock: `KEYS[1]` the lock key, `ARGV[1]` the
+/// holder's token. Deletes only while the lock still holds that token (a
+/// holder whose lease expired never frees its successor's lock). Returns
+/// 1 when deleted, 0 otherwise. (Also gives up a place in line.)
+pub(crate) const RELEASE_SRC: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+pub(crate) static ACQUIRE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(ACQUIRE_SRC));
+pub(crate) static PUT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PUT_SRC));
+pub(crate) static RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(RELEASE_SRC));

@@ -1,0 +1,730 @@
+//! The Redis store against a real Redis.
+//!
+//! The server is read from `HUMAN_PLUS_REDIS_URL` (default
+//! `redis://127.0.0.1:6379/`; `.ci/redis` starts one). These tests are
+//! compiled only with the `redis` feature, and a test that cannot reach
+//! Redis FAILS: it never passes by skipping. Every test works under its own
+//! random key prefix and deletes its keys at the end.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use human_plus_core::{
+    Entropy, Error, OwnerKey, Participant, SeededEntropy, SurfaceAttachment, SurfaceInvitation,
+    SurfaceRevision,
+};
+use human_plus_store::{AttachmentStore, Keyring, RedisAttachmentStore, RedisConfig};
+
+fn redis_url() -> String {
+    std::env::var("HUMAN_PLUS_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
+}
+
+fn random_hex(n: usize) -> String {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).unwrap();
+    human_plus_core::hex(&b)
+}
+
+/// A test's own key prefix; its keys are deleted when it ends.
+struct Scope {
+    prefix: String,
+    raw: redis::Connection,
+}
+
+impl Scope {
+    fn new() -> Scope {
+        let raw = redis::Client::open(redis_url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "Redis is required at HUMAN_PLUS_REDIS_URL (default redis://127.0.0.1:6379/; run .ci/redis): {e}"
+                )
+            });
+        Scope {
+            prefix: format!("human-plus-test:{}:", random_hex(6)),
+            raw,
+        }
+    }
+
+    fn config(&self, keyring: Keyring) -> RedisConfig {
+        RedisConfig::new(redis_url(), keyring).prefix(self.prefix.clone())
+    }
+
+    fn store(&self, keyring: Keyring) -> RedisAttachmentStore {
+        RedisAttachmentStore::open(self.config(keyring)).unwrap()
+    }
+
+    /// Every key under the prefix.
+    fn keys(&mut self) -> Vec<String> {
+        let mut keys: Vec<String> = redis::cmd("SCAN")
+            .arg(0)
+            .arg("MATCH")
+            .arg(format!("{}*", self.prefix))
+            .arg("COUNT")
+            .arg(10_000)
+            .query::<(u64, Vec<String>)>(&mut self.raw)
+            .map(|(_, k)| k)
+            .unwrap();
+        // SCAN may need more rounds; KEYS is fine on a test server.
+        let all: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query(&mut self.raw)
+            .unwrap();
+        keys.extend(all);
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The raw bytes of every key under the prefix, whatever its type.
+    fn raw_bytes(&mut self) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for key in self.keys() {
+            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut self.raw).unwrap();
+            let bytes: Vec<u8> = match kind.as_str() {
+                "hash" => {
+                    let pairs: Vec<Vec<u8>> = redis::cmd("HGETALL")
+                        .arg(&key)
+                        .query(&mut self.raw)
+                        .unwrap();
+                    pairs.concat()
+                }
+                "string" => redis::cmd("GET").arg(&key).query(&mut self.raw).unwrap(),
+                other => panic!("unexpected type {other} at {key}"),
+            };
+            out.push((key, bytes));
+        }
+        out
+    }
+
+    fn hset(&mut self, key: &str, field: &str, value: &[u8]) {
+        let _: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg(field)
+            .arg(value)
+            .query(&mut self.raw)
+            .unwrap();
+    }
+
+    fn hget(&mut self, key: &str, field: &str) -> Vec<u8> {
+        redis::cmd("HGET")
+            .arg(key)
+            .arg(field)
+            .query(&mut self.raw)
+            .unwrap()
+    }
+
+    fn pttl(&mut self, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(&mut self.raw).unwrap()
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let keys = self.keys();
+        if !keys.is_empty() {
+            let _: Result<i64, _> = redis::cmd("DEL").arg(keys).query(&mut self.raw);
+        }
+    }
+}
+
+/// A record carrying a distinctive random token.
+fn record(token: &str) -> SurfaceAttachment {
+    let inv = SurfaceInvitation::new(
+        "https://relay.example",
+        "demo_001",
+        token,
+        "sheet:one",
+        "Demo",
+    )
+    .unwrap();
+    let mut seed = [0u8; 8];
+    getrandom::fill(&mut seed).unwrap();
+    SurfaceAttachment::mint(
+        OwnerKey::of("owner:one").unwrap(),
+        inv,
+        Participant::new("agent:one", "One", "#000"),
+        &mut SeededEntropy::new(u64::from_le_bytes(seed)),
+    )
+}
+
+fn secret_token() -> String {
+    format!("SECRET-{}", random_hex(20))
+}
+
+fn revise(r: &mut SurfaceAttachment, token: &str) {
+    assert!(r.record_revision(SurfaceRevision::observed(token, "t").unwrap()));
+}
+
+fn key1() -> Keyring {
+    Keyring::new("k1", [0x11; 32]).unwrap()
+}
+
+#[test]
+fn put_is_compare_and_set_with_a_sliding_ttl() {
+    let mut scope = Scope::new();
+    let store =
+        RedisAttachmentStore::open(scope.config(key1()).ttl(Duration::from_secs(60))).unwrap();
+    let mut r = record(&secret_token());
+    assert_eq!(store.get(r.id()).unwrap(), None);
+    assert!(matches!(
+        store.put(&r, Some(0)),
+        Err(Error::StoreConflict {
+            expected: Some(0),
+            found: None
+        })
+    ));
+    store.put(&r, None).unwrap();
+    assert!(matches!(
+        store.put(&r, None),
+        Err(Error::StoreConflict {
+            expected: None,
+            found: Some(0)
+        })
+    ));
+    assert_eq!(store.get(r.id()).unwrap().unwrap(), r);
+    let key = store.record_key(r.id());
+    let ttl = scope.pttl(&key);
+    assert!(ttl > 59_000 && ttl <= 60_000, "{ttl}");
+
+    revise(&mut r, "r1");
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(&key)
+        .arg(5_000)
+        .query(&mut scope.raw)
+        .unwrap();
+    store.put(&r, Some(0)).unwrap();
+    let ttl = scope.pttl(&key);
+    assert!(ttl > 59_000, "every write re-sets the TTL: {ttl}");
+    assert_eq!(scope.hget(&key, "g"), b"1");
+    assert_eq!(store.get(r.id()).unwrap().unwrap().generation(), 1);
+
+    // A stale writer never overwrites.
+    let mut stale = r.clone();
+    revise(&mut stale, "r-stale");
+    assert!(matches!(
+        store.put(&stale, Some(0)),
+        Err(Error::StoreConflict {
+            expected: Some(0),
+            found: Some(1)
+        })
+    ));
+    assert_eq!(store.get(r.id()).unwrap().unwrap(), r);
+}
+
+#[test]
+fn the_token_is_not_readable_in_redis() {
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let token = secret_token();
+    let mut r = record(&token);
+    store.put(&r, None).unwrap();
+    let guard = store
+        .lock(r.id(), Duration::from_secs(30), Duration::from_secs(1))
+        .unwrap();
+    revise(&mut r, "r1");
+    store.put_holding(&guard, &r, Some(0)).unwrap();
+
+    let raw = scope.raw_bytes();
+    assert_eq!(raw.len(), 2, "the record and its lock: {raw:?}");
+    for (key, bytes) in &raw {
+        for needle in [token.as_bytes(), b"SECRET-", b"relay.example", b"owner:one"] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "{key} holds {:?} in the clear",
+                String::from_utf8_lossy(needle)
+            );
+        }
+        assert!(!key.contains(&token));
+    }
+    // And the store still reads it back whole.
+    let back = store.get(r.id()).unwrap().unwrap();
+    assert_eq!(back.invitation().token().expose(), token);
+}
+
+#[test]
+fn a_record_that_cannot_be_opened_is_an_error_never_a_miss() {
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let token = secret_token();
+    let r = record(&token);
+    store.put(&r, None).unwrap();
+    let key = store.record_key(r.id());
+    let refused = |store: &RedisAttachmentStore, why: &str| {
+        let e = store.get(r.id()).unwrap_err();
+        assert!(matches!(e, Error::Store(_)), "{why}: {e:?}");
+        let text = e.to_string();
+        assert!(text.contains(r.id()), "{why}: {text}");
+        assert!(!text.contains(&token), "{why}: the token leaked");
+        text
+    };
+
+    // A wrong key under the same id.
+    let wrong = scope.store(Keyring::new("k1", [0x22; 32]).unwrap());
+    assert!(refused(&wrong, "wrong key").contains("authentication failed"));
+    // A keyring without the record's key id.
+    let unknown = scope.store(Keyring::new("k7", [0x11; 32]).unwrap());
+    assert!(
+        refused(&unknown, "unknown key id").contains("\"k1\", which this keyring does not hold")
+    );
+
+    let original = scope.hget(&key, "v");
+    // A flipped byte anywhere in the nonce, the ciphertext or the tag.
+    for i in [4, 4 + 24 + 3, original.len() - 1] {
+        let mut tampered = original.clone();
+        tampered[i] ^= 0x40;
+        scope.hset(&key, "v", &tampered);
+        assert!(refused(&store, "tampered").contains("authentication failed"));
+    }
+    // A truncated envelope.
+    scope.hset(&key, "v", &original[..20]);
+    assert!(refused(&store, "truncated").contains("truncated"));
+    // Another generation beside intact bytes (bound by the AAD).
+    scope.hset(&key, "v", &original);
+    scope.hset(&key, "g", b"5");
+    assert!(refused(&store, "generation").contains("authentication failed"));
+    scope.hset(&key, "g", b"0");
+    assert_eq!(store.get(r.id()).unwrap().unwrap(), r);
+
+    // A record moved under another attachment's key.
+    let other = record(&secret_token());
+    let other_key = store.record_key(other.id());
+    scope.hset(&other_key, "g", b"0");
+    scope.hset(&other_key, "v", &original);
+    let e = store.get(other.id()).unwrap_err();
+    assert!(e.to_string().contains("authentication failed"), "{e}");
+
+    // Half a record, and a key of another type: errors, and never
+    // overwritten by an insert.
+    let _: i64 = redis::cmd("HDEL")
+        .arg(&key)
+        .arg("v")
+        .query(&mut scope.raw)
+        .unwrap();
+    assert!(refused(&store, "half").contains("malformed"));
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("not ours")
+        .query(&mut scope.raw)
+        .unwrap();
+    assert!(matches!(store.get(r.id()), Err(Error::Store(_))));
+    assert!(matches!(store.put(&r, None), Err(Error::Store(_))));
+    let still: String = redis::cmd("GET").arg(&key).query(&mut scope.raw).unwrap();
+    assert_eq!(still, "not ours");
+}
+
+#[test]
+fn rotation_reads_old_records_and_reseals_on_write() {
+    let mut scope = Scope::new();
+    let old_ring = key1();
+    let old = scope.store(old_ring.clone());
+    let mut r = record(&secret_token());
+    old.put(&r, None).unwrap();
+    let key = old.record_key(r.id());
+    assert_eq!(&scope.hget(&key, "v")[1..4], b"\x02k1");
+
+    let rotated = scope.store(old_ring.rotate("k2", [0x33; 32]).unwrap());
+    let loaded = rotated.get(r.id()).unwrap().unwrap();
+    assert_eq!(loaded, r);
+    revise(&mut r, "r1");
+    rotated.put(&r, Some(loaded.generation())).unwrap();
+    assert_eq!(&scope.hget(&key, "v")[1..4], b"\x02k2");
+    assert_eq!(rotated.get(r.id()).unwrap().unwrap(), r);
+
+    // A worker still on the old keyring refuses the new record loudly.
+    let e = old.get(r.id()).unwrap_err();
+    assert!(e.to_string().contains("\"k2\""), "{e}");
+}
+
+#[test]
+fn deterministic_nonces_can_be_injected() {
+    let mut scope = Scope::new();
+    let seeded = |seed| {
+        RedisAttachmentStore::open(scope.config(key1()).nonce_source(SeededEntropy::new(seed)))
+            .unwrap()
+    };
+    let (a, b) = (seeded(7), seeded(7));
+    let r = record(&secret_token());
+    a.put(&r, None).unwrap();
+    let key = a.record_key(r.id());
+    let first = scope.hget(&key, "v");
+    let _: i64 = redis::cmd("DEL").arg(&key).query(&mut scope.raw).unwrap();
+    b.put(&r, None).unwrap();
+    assert_eq!(scope.hget(&key, "v"), first);
+    let mut expected_nonce = [0u8; 24];
+    SeededEntropy::new(7).fill_bytes(&mut expected_nonce);
+    assert_eq!(&first[4..28], &expected_nonce);
+}
+
+#[test]
+fn lock_is_mutual_exclusion_released_by_compare_and_delete() {
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let g = store
+        .lock("a", Duration::from_secs(30), Duration::from_secs(1))
+        .unwrap();
+    let held: String = redis::cmd("GET")
+        .arg(store.lock_key("a"))
+        .query(&mut scope.raw)
+        .unwrap();
+    assert_eq!(held, g.token());
+    let pttl = scope.pttl(&store.lock_key("a"));
+    assert!(pttl > 29_000 && pttl <= 30_000, "{pttl}");
+
+    let t = Instant::now();
+    let e = store
+        .lock("a", Duration::from_secs(30), Duration::from_millis(150))
+        .unwrap_err();
+    assert!(t.elapsed() >= Duration::from_millis(150));
+    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(e.to_string().contains("was not free within"), "{e}");
+    let other = store
+        .lock("b", Duration::from_secs(30), Duration::ZERO)
+        .unwrap();
+    drop(g);
+    assert_eq!(scope.keys(), vec![store.lock_key("b")]);
+    let again = store
+        .lock("a", Duration::from_secs(30), Duration::ZERO)
+        .unwrap();
+    drop((other, again));
+    assert!(scope.keys().is_empty());
+}
+
+#[test]
+fn a_holder_that_locks_again_at_once_does_not_starve_a_waiter() {
+    let mut scope = Scope::new();
+    let (busy, patient) = (scope.store(key1()), scope.store(key1()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hog = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut held = 0;
+            // Locks again the moment it releases, as a worker on a loop.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _g = busy
+                    .lock("hot", Duration::from_secs(30), Duration::from_secs(30))
+                    .unwrap();
+                thread::sleep(Duration::from_millis(5));
+                held += 1;
+            }
+            held
+        })
+    };
+    thread::sleep(Duration::from_millis(20));
+    let mut waits = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        // The hog locks again within a round trip of releasing, while a
+        // waiter polls every few ms; the place next in line gives the
+        // waiter the lock at the hog's next release (a wait of about one
+        // hold), instead of whenever its poll lands in the gap.
+        let g = patient
+            .lock("hot", Duration::from_secs(30), Duration::from_secs(1))
+            .unwrap();
+        waits.push(t.elapsed());
+        thread::sleep(Duration::from_millis(5));
+        drop(g);
+        thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let held = hog.join().unwrap();
+    assert!(held >= 20, "the hog ran between the waiter's turns: {held}");
+    println!(
+        "waiter's lock waits against a hog: max {:?}",
+        waits.iter().max().unwrap()
+    );
+    assert!(scope.keys().is_empty(), "no lock or place in line is left");
+}
+
+#[test]
+fn a_holder_whose_lease_expired_cannot_write() {
+    let mut scope = Scope::new();
+    let worker_one = scope.store(key1());
+    let worker_two = scope.store(key1());
+    let r = record(&secret_token());
+    worker_one.put(&r, None).unwrap();
+
+    // Worker one locks with a short lease, loads, and stalls past it.
+    let late = worker_one
+        .lock(r.id(), Duration::from_millis(200), Duration::ZERO)
+        .unwrap();
+    let mut late_view = worker_one.get(r.id()).unwrap().unwrap();
+    revise(&mut late_view, "r-late");
+
+    // Worker two waits for the lease to run out, takes over and writes.
+    let t = Instant::now();
+    let current = worker_two
+        .lock(r.id(), Duration::from_secs(30), Duration::from_secs(5))
+        .unwrap();
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(150), "{waited:?}");
+    let mut fresh = worker_two.get(r.id()).unwrap().unwrap();
+    revise(&mut fresh, "r-fresh");
+    worker_two.put_holding(&current, &fresh, Some(0)).unwrap();
+
+    // Worker one's write is fenced by the generation ...
+    assert!(matches!(
+        worker_one.put(&late_view, Some(0)),
+        Err(Error::StoreConflict {
+            expected: Some(0),
+            found: Some(1)
+        })
+    ));
+    // ... and, holding its stale guard, by the lock token as well (even
+    // were the generation to match).
+    let e = worker_one.put_holding(&late, &fresh, Some(1)).unwrap_err();
+    assert!(e.to_string().contains("no longer holds the lock"), "{e}");
+    // Its late release does not free worker two's lock.
+    drop(late);
+    assert!(
+        worker_one
+            .lock(r.id(), Duration::from_secs(30), Duration::ZERO)
+            .is_err()
+    );
+    assert_eq!(worker_two.get(r.id()).unwrap().unwrap(), fresh);
+    drop(current);
+    assert!(scope.keys().len() == 1);
+}
+
+#[test]
+fn a_crashed_holders_lock_frees_after_its_lease() {
+    let scope = Scope::new();
+    let store = scope.store(key1());
+    let lease = Duration::from_millis(400);
+    let t = Instant::now();
+    // A worker that dies holding the lock never runs its release.
+    std::mem::forget(store.lock("crashed", lease, Duration::ZERO).unwrap());
+    assert!(store.lock("crashed", lease, Duration::ZERO).is_err());
+    let next = store
+        .lock("crashed", Duration::from_secs(30), Duration::from_secs(5))
+        .unwrap();
+    let freed = t.elapsed();
+    assert!(freed >= Duration::from_millis(350), "{freed:?}");
+    assert!(freed < Duration::from_secs(2), "{freed:?}");
+    drop(next);
+}
+
+#[test]
+fn reserved_ids_and_an_unreachable_server() {
+    let scope = Scope::new();
+    let store = scope.store(key1());
+    let inv = SurfaceInvitation::new(
+        "https://relay.example",
+        "demo_001",
+        secret_token(),
+        "s",
+        "a",
+    )
+    .unwrap();
+    let r = SurfaceAttachment::new(
+        "lock:x",
+        OwnerKey::of("o").unwrap(),
+        inv,
+        Participant::new("a", "A", "#000"),
+        "rs_0",
+    )
+    .unwrap();
+    assert!(
+        store
+            .put(&r, None)
+            .unwrap_err()
+            .to_string()
+            .contains("reserved")
+    );
+    assert_eq!(store.get("lock:x").unwrap(), None);
+
+    let e = RedisAttachmentStore::open(
+        RedisConfig::new("redis://127.0.0.1:1/", key1())
+            .connect_timeout(Duration::from_millis(500)),
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "store_failed");
+}
+
+#[test]
+fn eight_threads_lose_no_update() {
+    let scope = Scope::new();
+    let r = record(&secret_token());
+    scope.store(key1()).put(&r, None).unwrap();
+    let id = r.id().to_owned();
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|w| {
+            // Every worker has its own store, as separate processes would.
+            let store = scope.store(key1());
+            let (id, barrier) = (id.clone(), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                let mut seen = Vec::new();
+                for i in 0..100 {
+                    let _g = store
+                        .lock(&id, Duration::from_secs(30), Duration::from_secs(30))
+                        .unwrap();
+                    let mut rec = store.get(&id).unwrap().unwrap();
+                    let g = rec.generation();
+                    revise(&mut rec, &format!("w{w}-{i}"));
+                    store.put(&rec, Some(g)).unwrap();
+                    seen.push(rec.generation());
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = Vec::new();
+    for h in handles {
+        let seen = h.join().unwrap();
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        all.extend(seen);
+    }
+    all.sort_unstable();
+    assert_eq!(all, (1..=800).collect::<Vec<_>>(), "every generation once");
+    let last = scope.store(key1()).get(&id).unwrap().unwrap();
+    assert_eq!(last.generation(), 800);
+}
+
+#[cfg(feature = "redis-tokio")]
+mod tokio_flavour {
+    use super::*;
+    use human_plus_store::{AsyncAttachmentStore, AsyncRedisAttachmentStore};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_store_on_tokio() {
+        let scope = Scope::new();
+        let store = AsyncRedisAttachmentStore::connect(scope.config(key1()))
+            .await
+            .unwrap();
+        let blocking = scope.store(key1());
+        let mut r = record(&secret_token());
+        store.put(&r, None).await.unwrap();
+        assert_eq!(store.get(r.id()).await.unwrap().unwrap(), r);
+        // Records are interchangeable between the flavours.
+        assert_eq!(blocking.get(r.id()).unwrap().unwrap(), r);
+
+        let g = store.lock(r.id(), Duration::from_secs(30)).await.unwrap();
+        // The caller bounds the wait with its own timer; giving up leaves
+        // no lock behind.
+        let waited = tokio::time::timeout(
+            Duration::from_millis(100),
+            store.lock(r.id(), Duration::from_secs(30)),
+        )
+        .await;
+        assert!(waited.is_err());
+        revise(&mut r, "r1");
+        store.put_holding(&g, &r, Some(0)).await.unwrap();
+        assert!(matches!(
+            store.put(&r, Some(0)).await,
+            Err(Error::StoreConflict {
+                expected: Some(0),
+                found: Some(1)
+            })
+        ));
+
+        // A dropped guard is released by the release thread: another
+        // process (here the blocking flavour) sees the lock free soon,
+        // without this store locking again.
+        drop(g);
+        let t = Instant::now();
+        let other = blocking
+            .lock(r.id(), Duration::from_secs(30), Duration::from_secs(2))
+            .unwrap();
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+        // And this store's lock waits until that one is released.
+        let released = tokio::task::spawn_blocking(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(other);
+        });
+        let t = Instant::now();
+        let g = store.lock(r.id(), Duration::from_secs(30)).await.unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        released.await.unwrap();
+        // A guard released and re-taken at once by the same store (the
+        // manager's sequence) finds its own release already run.
+        g.release();
+        let t = Instant::now();
+        for _ in 0..50 {
+            let g = store.lock(r.id(), Duration::from_secs(30)).await.unwrap();
+            g.release();
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn eight_tasks_lose_no_update() {
+        let scope = Scope::new();
+        let r = record(&secret_token());
+        scope.store(key1()).put(&r, None).unwrap();
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let store = AsyncRedisAttachmentStore::connect(scope.config(key1()))
+                .await
+                .unwrap();
+            let id = r.id().to_owned();
+            tasks.push(tokio::spawn(async move {
+                let mut seen = Vec::new();
+                for i in 0..50 {
+                    let g = tokio::time::timeout(
+                        Duration::from_secs(30),
+                        store.lock(&id, Duration::from_secs(30)),
+                    )
+                    .await
+                    .unwrap()
+                    .unwrap();
+                    let mut rec = store.get(&id).await.unwrap().unwrap();
+                    let gen_loaded = rec.generation();
+                    revise(&mut rec, &format!("w{w}-{i}"));
+                    store.put(&rec, Some(gen_loaded)).await.unwrap();
+                    seen.push(rec.generation());
+                    g.release();
+                }
+                seen
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all.sort_unstable();
+        assert_eq!(all, (1..=400).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(feature = "redis-smol")]
+mod smol_flavour {
+    use super::*;
+    use human_plus_store::{AsyncAttachmentStore, AsyncRedisAttachmentStore};
+
+    #[test]
+    fn async_store_on_async_io() {
+        let scope = Scope::new();
+        async_io::block_on(async {
+            let store = AsyncRedisAttachmentStore::connect(scope.config(key1()))
+                .await
+                .unwrap();
+            let mut r = record(&secret_token());
+            store.put(&r, None).await.unwrap();
+            let g = store.lock(r.id(), Duration::from_secs(30)).await.unwrap();
+            let loaded = store.get(r.id()).await.unwrap().unwrap();
+            revise(&mut r, "r1");
+            store.put(&r, Some(loaded.generation())).await.unwrap();
+            // The wait is bounded by the caller's timer (async-io here).
+            let lock = store.lock(r.id(), Duration::from_secs(30));
+            let timeout = async {
+                async_io::Timer::after(Duration::from_millis(100)).await;
+                Err(Error::Timeout)
+            };
+            assert!(futures_lite::future::or(lock, timeout).await.is_err());
+            g.release();
+            let g = store.lock(r.id(), Duration::from_secs(30)).await.unwrap();
+            assert_eq!(store.get(r.id()).await.unwrap().unwrap(), r);
+            drop(g);
+        });
+    }
+}
