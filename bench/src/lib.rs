@@ -1,1 +1,23 @@
 //! Benchmarks of Human+ against the floor and the Python port.
+//!
+//! * [`data`]: the inputs, generated once into `bench/data/` and read by the
+//!   Rust and the Python benchmarks alike;
+//! * [`workloads`]: the core workloads (criterion benches in
+//!   `benches/core.rs`, and the `compare` binary's side-by-side table);
+//! * [`net`]: the relay and demo surfaces in a child process, the three
+//!   runtimes' managers, and the floor (a bare hyper client);
+//! * [`scale`]: 1,000 attachments calling concurrently;
+//! * [`timing`]: the harness the `compare` binary and `bench.py` share.
+//!
+//! Run everything with `bench/run.sh`; see `BENCHMARKS.md`.
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
+pub mod data;
+pub mod net;
+pub mod scale;
+pub mod timing;
+pub mod workloads;

@@ -188,6 +188,11 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     if needle.is_empty() {
         return true;
     }
+    // Frames are UTF-8 text almost always: std's vectorised substring
+    // search is several times faster than the byte loop below.
+    if let (Ok(h), Ok(n)) = (std::str::from_utf8(haystack), std::str::from_utf8(needle)) {
+        return h.contains(n);
+    }
     let Some((&first, rest)) = needle.split_first() else {
         return true;
     };

@@ -1,0 +1,636 @@
+//! `compare`: every benchmark of `BENCHMARKS.md`, side by side, in one run.
+//!
+//! ```text
+//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|gen]
+//! ```
+//!
+//! * `micro`: the core workloads, in Rust and through the Python port (by
+//!   `bench/python/run.sh`) on the same inputs, with the ratios;
+//! * `e2e`: one pinned call per runtime × receive leg through a relay and a
+//!   demo surface on loopback, beside the floor (a bare hyper client);
+//! * `scale`: 1,000 attachments calling concurrently (tokio; blocking with
+//!   64 threads; the floor);
+//! * `all` (the default): all three.
+//!
+//! Options: `--calls N` (e2e, default 400), `--secs S` (scale, default
+//! 20), `--attachments N` (default 1000), `--sessions N` (default 8),
+//! `--threads N` (default 64), `--warm` (e2e: also the warm-attachment
+//! mode), `--no-python`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::cast_precision_loss,
+    missing_docs
+)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cpu_time::ProcessTime;
+use human_plus_bench::data::{self, Inputs};
+use human_plus_bench::net::{self, Client, Floor, LegKind, RuntimeKind, Server};
+use human_plus_bench::timing::{self, Timing, percentile, us};
+use human_plus_bench::{scale, workloads as w};
+use human_plus_core::SeededEntropy;
+use serde_json::Value;
+
+struct Opts {
+    calls: usize,
+    secs: u64,
+    attachments: usize,
+    sessions: usize,
+    threads: usize,
+    warm: bool,
+    python: bool,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cmd = args.first().map_or("all", String::as_str);
+    let flag = |name: &str, default: usize| -> usize {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let opts = Opts {
+        calls: flag("--calls", 400),
+        secs: flag("--secs", 20) as u64,
+        attachments: flag("--attachments", 1000),
+        sessions: flag("--sessions", 8),
+        threads: flag("--threads", 64),
+        warm: args.iter().any(|a| a == "--warm"),
+        python: !args.iter().any(|a| a == "--no-python"),
+    };
+    match cmd {
+        "serve" => net::serve(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1)),
+        "scale-run" => scale_run(&args),
+        "gen" => {
+            data::ensure(&data::default_dir()).unwrap();
+            println!("inputs in bench/data");
+        }
+        "micro" => {
+            machine();
+            micro(&opts);
+        }
+        "e2e" => {
+            machine();
+            e2e(&opts);
+        }
+        "scale" => {
+            machine();
+            scale_all(&opts);
+        }
+        "all" => {
+            machine();
+            micro(&opts);
+            e2e(&opts);
+            scale_all(&opts);
+        }
+        other => {
+            eprintln!("unknown command {other}; use all, micro, e2e, scale or gen");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn machine() {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse::<f64>().ok())
+        .map_or(0.0, |k| k / 1024.0 / 1024.0);
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let rustc = Command::new("rustc")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "# Machine: {cores} cores ({cpu}), {mem:.1} GiB RAM, {rustc}; load average at start: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!();
+}
+
+// ---------------------------------------------------------------------------
+// micro
+
+fn ms(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn micro(opts: &Opts) {
+    let dir = data::default_dir();
+    let inputs = data::load(&dir).unwrap();
+    sanity(&inputs);
+    let python = if opts.python {
+        run_python()
+    } else {
+        BTreeMap::new()
+    };
+    println!(
+        "## 1–2. Core costs, Rust vs the Python port (same inputs, same harness: per-call thread CPU time, best of {} batches of ≥ {} ms; median batch in brackets)",
+        timing::REPEATS,
+        timing::BATCH_TARGET.as_millis()
+    );
+    println!();
+    println!("| workload | Rust | Python 0.2.0 | Python ÷ Rust | aim | met |");
+    println!("|---|---|---|---|---|---|");
+    let sse_len = inputs.sse.len() as f64;
+    let gib = |t: &Timing| sse_len / (t.min_ns * 1e-9) / (1u64 << 30) as f64;
+    let row = |name: &str, t: &Timing, py: Option<&Timing>, aim: &str, met: Option<bool>| {
+        let (p, ratio) = match py {
+            Some(p) => (
+                format!("{} ({})", ms(p.min_ns), ms(p.median_ns)),
+                format!("{:.1}x", p.min_ns / t.min_ns),
+            ),
+            None => ("—".to_owned(), "—".to_owned()),
+        };
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        println!(
+            "| {name} | {} ({}) | {p} | {ratio} | {aim} | {met} |",
+            ms(t.min_ns),
+            ms(t.median_ns)
+        );
+    };
+    let py = |k: &str| python.get(k);
+    let ratio_ok = |t: &Timing, k: &str, x: f64| py(k).map(|p| p.min_ns / t.min_ns >= x);
+
+    // SSE.
+    for chunk in [8192usize, 65_536] {
+        let t = timing::time(|| w::sse_decode(&inputs.sse, chunk));
+        row(
+            &format!(
+                "SSE decode only, {} KiB chunks ({:.0} KiB stream, 64 events 1–64 KiB + keepalives): {:.2} GiB/s",
+                chunk / 1024,
+                sse_len / 1024.0,
+                gib(&t)
+            ),
+            &t,
+            None,
+            "≥ 1 GiB/s",
+            Some(gib(&t) >= 1.0),
+        );
+    }
+    for (chunk, key) in [(8192usize, "sse_receive_8k"), (65_536, "sse_receive_64k")] {
+        let t = timing::time(|| w::sse_receive(&inputs.sse, chunk));
+        let both = match (ratio_ok(&t, key, 3.0), gib(&t) >= 1.0) {
+            (Some(r), g) => Some(r && g),
+            (None, g) => Some(g),
+        };
+        row(
+            &format!(
+                "SSE receive leg (decode + correlate to the reply), {} KiB chunks: {:.2} GiB/s",
+                chunk / 1024,
+                gib(&t)
+            ),
+            &t,
+            py(key),
+            "≥ 3x, ≥ 1 GiB/s",
+            both,
+        );
+    }
+    // Admission.
+    let t = timing::time(|| w::admit(&inputs.tools, &inputs.policy));
+    let met = ratio_ok(&t, "admit", 10.0).map(|r| r && t.min_ns < 150_000.0);
+    row(
+        "admission + digest, 200-tool tools/list (from_listing ×200, admit with 196 pins)",
+        &t,
+        py("admit"),
+        "< 0.15 ms, ≥ 10x",
+        met,
+    );
+    let t = timing::time(|| w::admit_bytes(&inputs.tools_bytes, &inputs.policy));
+    row(
+        &format!(
+            "the same from bytes ({:.0} KiB of JSON parsed first)",
+            inputs.tools_bytes.len() as f64 / 1024.0
+        ),
+        &t,
+        py("admit_bytes"),
+        "—",
+        None,
+    );
+    let t = timing::time(|| w::digest_all(&inputs.tools));
+    row(
+        "digest only, 200 tools (from_listing + digest)",
+        &t,
+        py("digest_all"),
+        "—",
+        None,
+    );
+    // Change feed.
+    let t = timing::time(|| w::read_changes(&inputs.changes));
+    let met = ratio_ok(&t, "changes", 20.0).map(|r| r && t.min_ns < 200_000.0);
+    row(
+        "change feed, 1,000 rows (read_from on a parsed Value)",
+        &t,
+        py("changes"),
+        "< 0.2 ms, ≥ 20x",
+        met,
+    );
+    let t = timing::time(|| w::read_changes_bytes(&inputs.changes_bytes));
+    row(
+        &format!(
+            "the same from bytes ({:.0} KiB of JSON parsed first)",
+            inputs.changes_bytes.len() as f64 / 1024.0
+        ),
+        &t,
+        py("changes_bytes"),
+        "—",
+        None,
+    );
+    // Framing.
+    let mut entropy = SeededEntropy::new(7);
+    let frame = timing::time(|| w::frame(&inputs.result, &mut entropy));
+    let copy = timing::time(|| w::copy_string(&inputs.result));
+    let copy_vec = timing::time(|| w::copy_bytes(&inputs.result));
+    let within = frame.min_ns / copy.min_ns;
+    row(
+        &format!("framing a 64 KiB result (ResultGuard::frame): {within:.2}x its copy"),
+        &frame,
+        py("frame"),
+        "≤ 2x the copy",
+        Some(within <= 2.0),
+    );
+    row(
+        "copying the same 64 KiB (String::push_str)",
+        &copy,
+        py("copy"),
+        "—",
+        None,
+    );
+    row(
+        "copying the same 64 KiB (Vec::extend_from_slice)",
+        &copy_vec,
+        None,
+        "—",
+        None,
+    );
+    if let (Some(pf), Some(pc)) = (py("frame"), py("copy")) {
+        println!(
+            "| Python: framing ÷ its copy | — | {:.2}x | — | — | — |",
+            pf.min_ns / pc.min_ns
+        );
+    }
+    // JSON-RPC.
+    let t = timing::time(|| w::encode(&inputs.request_id, &inputs.call_params));
+    row(
+        "JSON-RPC encode, pinned tools/call",
+        &t,
+        py("encode"),
+        "—",
+        None,
+    );
+    let t = timing::time(|| w::correlate_noisy(&inputs.noisy));
+    row(
+        &format!(
+            "correlate_bytes over a 64-frame noisy stream ({:.0} KiB, reply last)",
+            inputs.noisy.iter().map(Vec::len).sum::<usize>() as f64 / 1024.0
+        ),
+        &t,
+        py("correlate_noisy"),
+        "—",
+        None,
+    );
+    println!();
+}
+
+fn sanity(inputs: &Inputs) {
+    assert!(
+        w::sse_receive(&inputs.sse, 8192).is_some(),
+        "no reply in the SSE stream"
+    );
+    assert!(
+        w::correlate_noisy(&inputs.noisy).is_some(),
+        "no reply in the noisy stream"
+    );
+    let a = w::admit(&inputs.tools, &inputs.policy);
+    assert_eq!(a.admitted.len(), inputs.policy.pins().len());
+    assert_eq!(
+        w::read_changes(&inputs.changes).changes().len(),
+        data::CHANGE_ROWS
+    );
+}
+
+fn run_python() -> BTreeMap<String, Timing> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/run.sh");
+    let out = Command::new("bash").arg(script).output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            eprintln!(
+                "python side failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            return BTreeMap::new();
+        }
+        Err(e) => {
+            eprintln!("python side did not run: {e}");
+            return BTreeMap::new();
+        }
+    };
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let mut map = BTreeMap::new();
+    if let Some(o) = v.as_object() {
+        for (k, t) in o {
+            if let (Some(min), Some(med)) = (
+                t.get("min_ns").and_then(Value::as_f64),
+                t.get("median_ns").and_then(Value::as_f64),
+            ) {
+                map.insert(
+                    k.clone(),
+                    Timing {
+                        min_ns: min,
+                        median_ns: med,
+                        iters: t.get("iters").and_then(Value::as_u64).unwrap_or(0),
+                    },
+                );
+            }
+        }
+        println!(
+            "Python side: {} on Python {}",
+            o.get("_package").and_then(Value::as_str).unwrap_or("?"),
+            o.get("_python").and_then(Value::as_str).unwrap_or("?")
+        );
+        println!();
+    }
+    map
+}
+
+// ---------------------------------------------------------------------------
+// e2e
+
+struct Series {
+    name: String,
+    samples: Vec<Duration>,
+}
+
+impl Series {
+    fn new(name: String) -> Self {
+        Series {
+            name,
+            samples: Vec::new(),
+        }
+    }
+    fn p(&self, p: f64) -> Duration {
+        let mut s = self.samples.clone();
+        s.sort_unstable();
+        percentile(&s, p)
+    }
+}
+
+fn e2e(opts: &Opts) {
+    println!(
+        "## 3. End to end on loopback: one pinned call (`sheet_get_cell`), {} calls per row after 30 warm-up calls, interleaved with the floor",
+        opts.calls
+    );
+    println!();
+    println!(
+        "A Human+ `call` is TWO exchanges (tools/list, then the pinned tools/call: trust is re-checked on every operation). The floor does the same two exchanges with a bare hyper client (one connection per request, as the runtimes do) and no Human+ work."
+    );
+    println!();
+    println!(
+        "CPU column: the client process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`, all its threads) per call, summed over the measured calls; the relay and the surface run in another process and are not counted."
+    );
+    println!();
+    println!(
+        "| runtime | leg | Human+ call p50 / p99 | floor, same 2 exchanges p50 / p99 | overhead at p50 | floor, 1 exchange (tools/call) p50 | Human+ call ÷ 1 floor exchange | client CPU per call: Human+ vs floor | errors | aim ≤ 1.10 at p50 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let server = Server::start(1);
+    let policy = net::pinned_policy(&server);
+    let floor_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cold_warm: Vec<(String, f64, f64, f64, f64)> = Vec::new();
+    for leg in [LegKind::Sse, LegKind::Poll] {
+        let mut kinds: Vec<(RuntimeKind, bool)> = vec![
+            (RuntimeKind::Tokio, false),
+            (RuntimeKind::Blocking, false),
+            (RuntimeKind::AsyncStd, false),
+        ];
+        if opts.warm {
+            kinds.push((RuntimeKind::Tokio, true));
+            kinds.push((RuntimeKind::AsyncStd, true));
+        }
+        for (n, (kind, warm)) in kinds.into_iter().enumerate() {
+            let client: Box<dyn Client> =
+                net::client(kind, server.config(leg.receive_leg(), policy.clone(), warm));
+            let owner = format!("e2e-{}-{n}", leg.name());
+            let att = client
+                .attach(&owner, server.invitation(0), net::participant())
+                .unwrap();
+            let floor = Floor::new(
+                server.port,
+                &server.sessions[0],
+                &format!("floor_e2e_{n}_{}", leg.name().len()),
+            );
+            let mut errors = 0u64;
+            for _ in 0..30 {
+                if client
+                    .call(&owner, att.id(), net::TOOL, net::tool_args())
+                    .is_err()
+                {
+                    errors += 1;
+                }
+                let _ = floor_rt.block_on(floor.operation(leg));
+            }
+            let name = format!("{}{}", kind.name(), if warm { " (warm)" } else { "" });
+            let mut hp = Series::new(name.clone());
+            let mut fl = Series::new("floor".into());
+            let mut fl1 = Series::new("floor 1".into());
+            let (mut hp_cpu, mut fl_cpu) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..opts.calls {
+                let c = ProcessTime::now();
+                let t = Instant::now();
+                let r = client.call(&owner, att.id(), net::TOOL, net::tool_args());
+                let took = t.elapsed();
+                hp_cpu += c.elapsed();
+                match r {
+                    Ok(_) => hp.samples.push(took),
+                    Err(e) => {
+                        errors += 1;
+                        eprintln!("{name}: {e}");
+                    }
+                }
+                let c = ProcessTime::now();
+                let r = floor_rt.block_on(floor.operation(leg));
+                fl_cpu += c.elapsed();
+                match r {
+                    Ok((a, b)) => {
+                        fl.samples.push(a + b);
+                        fl1.samples.push(b);
+                    }
+                    Err(e) => eprintln!("floor: {e}"),
+                }
+            }
+            let (h50, h99, f50, f99, g50) =
+                (hp.p(50.0), hp.p(99.0), fl.p(50.0), fl.p(99.0), fl1.p(50.0));
+            let over = h50.as_secs_f64() / f50.as_secs_f64();
+            let key = format!("{} {}", kind.name(), leg.name());
+            match cold_warm.iter_mut().find(|r| r.0 == key) {
+                Some(r) if warm => (r.3, r.4) = (us(h50), over),
+                None if !warm => cold_warm.push((key, us(h50), over, f64::NAN, f64::NAN)),
+                _ => {}
+            }
+            println!(
+                "| {} | {} | {:.0} / {:.0} µs | {:.0} / {:.0} µs | {:.2}x | {:.0} µs | {:.2}x | {:.0} vs {:.0} µs | {} | {} |",
+                hp.name,
+                leg.name(),
+                us(h50),
+                us(h99),
+                us(f50),
+                us(f99),
+                over,
+                us(g50),
+                h50.as_secs_f64() / g50.as_secs_f64(),
+                us(hp_cpu) / hp.samples.len().max(1) as f64,
+                us(fl_cpu) / fl.samples.len().max(1) as f64,
+                errors,
+                if over <= 1.10 { "yes" } else { "**no**" }
+            );
+        }
+    }
+    println!();
+    for (key, cold, cold_over, warm, warm_over) in &cold_warm {
+        if warm.is_nan() {
+            continue;
+        }
+        println!(
+            "- warm vs cold, {key}: p50 {cold:.0} → {warm:.0} µs ({:+.0}% raw; {:+.0}% relative to each row's interleaved floor; aim −30%)",
+            (warm / cold - 1.0) * 100.0,
+            (warm_over / cold_over - 1.0) * 100.0
+        );
+    }
+    if !opts.warm {
+        println!(
+            "- warm-attachment mode (issue 9 item 5, `TransportConfig::warm`): not measured in this run; pass `--warm`"
+        );
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------
+// scale
+
+fn scale_run(args: &[String]) {
+    let arg = |i: usize| {
+        args.get(i)
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    let kind = args.get(1).map_or("tokio", String::as_str);
+    let (sessions, attachments, secs, threads) = (arg(2), arg(3), arg(4), arg(5));
+    let d = Duration::from_secs(secs as u64);
+    let v = match kind {
+        "tokio" => scale::run_tokio(sessions, attachments, d, LegKind::Sse),
+        "tokio-poll" => scale::run_tokio(sessions, attachments, d, LegKind::Poll),
+        "blocking" => scale::run_blocking(sessions, attachments, threads, d),
+        _ => scale::run_floor(sessions, attachments, d, LegKind::Sse),
+    };
+    println!("{v}");
+}
+
+fn scale_all(opts: &Opts) {
+    println!(
+        "## 4. Scale: {} attachments over {} sessions (one relay, {} demo surfaces, in a child process), each calling `sheet_get_cell` in a loop for {} s after one warm-up call each",
+        opts.attachments, opts.sessions, opts.sessions, opts.secs
+    );
+    println!();
+    println!(
+        "| client | in flight (peak) | calls | calls/s | p50 | p99 | errors | RSS before → peak (VmHWM) | per in-flight exchange | client CPU / call | relay+surfaces CPU / call | aim < 64 KiB, 0 errors |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let exe = std::env::current_exe().unwrap();
+    let runs = [
+        ("tokio", opts.attachments),
+        ("blocking", opts.attachments),
+        ("floor", opts.attachments),
+    ];
+    for (kind, n) in runs {
+        let out = Command::new(&exe)
+            .args([
+                "scale-run",
+                kind,
+                &opts.sessions.to_string(),
+                &n.to_string(),
+                &opts.secs.to_string(),
+                &opts.threads.to_string(),
+            ])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            eprintln!(
+                "scale-run {kind} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Value::Null
+        });
+        if v.is_null() {
+            continue;
+        }
+        let f = |k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let errors = f("errors") + f("warmup_errors");
+        let per = f("kib_per_in_flight");
+        println!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.1} ms | {:.1} ms | {:.0} | {:.1} → {:.1} MiB | {:.1} KiB | {:.0} µs | {:.0} µs | {} |",
+            v.get("name").and_then(Value::as_str).unwrap_or(kind),
+            f("peak_in_flight"),
+            f("ops"),
+            f("ops_per_sec"),
+            f("p50_us") / 1000.0,
+            f("p99_us") / 1000.0,
+            errors,
+            f("rss_before_kib") / 1024.0,
+            f("hwm_kib") / 1024.0,
+            per,
+            f("client_cpu_us_per_op"),
+            f("server_cpu_us_per_op"),
+            if per < 64.0 && errors == 0.0 {
+                "yes"
+            } else {
+                "**no**"
+            },
+        );
+        if let Some(kinds) = v.get("error_kinds").and_then(Value::as_object)
+            && !kinds.is_empty()
+        {
+            eprintln!("{kind} errors: {kinds:?}");
+        }
+    }
+    println!();
+}

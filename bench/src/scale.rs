@@ -1,0 +1,346 @@
+//! Scale: many attachments calling concurrently against one relay and a
+//! few demo surfaces (in a child process), on one tokio runtime, on the
+//! blocking runtime with a pool of worker threads, and for the floor.
+//!
+//! Memory: `VmRSS` is read once every attachment exists and before any
+//! exchange is sent; `VmHWM` (the peak resident set) once the measured
+//! wave has ended. (peak − before) ÷ the peak number of operations in
+//! flight is the memory per in-flight exchange: each operation has exactly
+//! one exchange in flight at a time. It is an upper bound: it includes
+//! whatever the allocator kept, the runtime's sockets and buffers, and for
+//! the blocking runtime the worker threads' touched stacks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::net::{self, Floor, LegKind, Server, participant, pinned_policy, status_kib};
+use crate::timing::{percentile, us};
+
+/// What one scale run measured.
+#[derive(Debug, Default)]
+struct Tally {
+    latencies: Vec<Duration>,
+    errors: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.latencies.extend(other.latencies);
+        for (k, v) in other.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+    }
+
+    fn error(&mut self, e: &dyn std::fmt::Display) {
+        let mut kind = e.to_string();
+        kind.truncate(80);
+        *self.errors.entry(kind).or_default() += 1;
+    }
+}
+
+/// Tracks operations in flight and their peak.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl InFlight {
+    fn enter(&self) {
+        let n = self.now.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(n, Ordering::Relaxed);
+    }
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn report(
+    name: &str,
+    attachments: usize,
+    tally: &mut Tally,
+    elapsed: Duration,
+    rss_before: u64,
+    peak_inflight: usize,
+    cpu: (Duration, Duration),
+) -> Value {
+    tally.latencies.sort_unstable();
+    let ops = tally.latencies.len();
+    let hwm = status_kib("VmHWM");
+    let per = hwm.saturating_sub(rss_before) as f64 / peak_inflight.max(1) as f64;
+    json!({
+        "name": name,
+        "attachments": attachments,
+        "peak_in_flight": peak_inflight,
+        "ops": ops,
+        "errors": tally.errors.values().sum::<u64>(),
+        "error_kinds": tally.errors,
+        "secs": elapsed.as_secs_f64(),
+        "ops_per_sec": ops as f64 / elapsed.as_secs_f64(),
+        "p50_us": us(percentile(&tally.latencies, 50.0)),
+        "p99_us": us(percentile(&tally.latencies, 99.0)),
+        "rss_before_kib": rss_before,
+        "hwm_kib": hwm,
+        "kib_per_in_flight": per,
+        "client_cpu_us_per_op": cpu.0.as_secs_f64() * 1e6 / ops.max(1) as f64,
+        "server_cpu_us_per_op": cpu.1.as_secs_f64() * 1e6 / ops.max(1) as f64,
+    })
+}
+
+fn self_cpu() -> Duration {
+    net::process_cpu("/proc/self/stat")
+}
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
+}
+
+/// `attachments` attachments spread over `sessions` surfaces, each calling
+/// in a loop for `duration` after one warm-up call each, as tasks on one
+/// tokio runtime (two workers).
+///
+/// # Panics
+/// When the setup fails.
+#[must_use]
+pub fn run_tokio(sessions: usize, attachments: usize, duration: Duration, leg: LegKind) -> Value {
+    let server = Server::start(sessions);
+    let policy = pinned_policy(&server);
+    let rt = tokio_rt();
+    let hp = human_plus_tokio::HumanPlus::new(server.config(leg.receive_leg(), policy, false));
+    let mut ids = Vec::with_capacity(attachments);
+    for i in 0..attachments {
+        let owner = format!("owner-{i}");
+        let att = rt
+            .block_on(hp.attach(owner.as_str(), server.invitation(i), participant()))
+            .unwrap_or_else(|e| panic!("attach: {e}"));
+        ids.push((owner, att.id().to_owned()));
+    }
+    let rss_before = status_kib("VmRSS");
+    let inflight = Arc::new(InFlight::default());
+    let wave = |deadline: Option<Instant>| -> Tally {
+        rt.block_on(async {
+            let mut tasks = Vec::with_capacity(ids.len());
+            for (owner, id) in &ids {
+                let hp = hp.clone();
+                let (owner, id) = (owner.clone(), id.clone());
+                let inflight = Arc::clone(&inflight);
+                tasks.push(tokio::spawn(async move {
+                    let mut tally = Tally::default();
+                    loop {
+                        inflight.enter();
+                        let t = Instant::now();
+                        let r = hp
+                            .call(owner.as_str(), &id, net::TOOL, net::tool_args())
+                            .await;
+                        let took = t.elapsed();
+                        inflight.leave();
+                        match r {
+                            Ok(_) => tally.latencies.push(took),
+                            Err(e) => tally.error(&e),
+                        }
+                        if deadline.is_none_or(|d| Instant::now() >= d) {
+                            break;
+                        }
+                    }
+                    tally
+                }));
+            }
+            let mut all = Tally::default();
+            for t in tasks {
+                if let Ok(t) = t.await {
+                    all.merge(t);
+                }
+            }
+            all
+        })
+    };
+    let warm = wave(None);
+    let cpu0 = (self_cpu(), server.cpu());
+    let start = Instant::now();
+    let mut tally = wave(Some(start + duration));
+    let elapsed = start.elapsed();
+    let cpu = (self_cpu() - cpu0.0, server.cpu() - cpu0.1);
+    let mut out = report(
+        &format!("tokio ({} leg)", leg.name()),
+        attachments,
+        &mut tally,
+        elapsed,
+        rss_before,
+        inflight.peak.load(Ordering::Relaxed),
+        cpu,
+    );
+    out["warmup_errors"] = json!(warm.errors.values().sum::<u64>());
+    out
+}
+
+/// The same on the blocking runtime: `threads` worker threads, each owning
+/// every `threads`-th attachment and calling them in turn.
+///
+/// # Panics
+/// When the setup fails.
+#[must_use]
+pub fn run_blocking(
+    sessions: usize,
+    attachments: usize,
+    threads: usize,
+    duration: Duration,
+) -> Value {
+    let server = Server::start(sessions);
+    let policy = pinned_policy(&server);
+    let hp = human_plus_blocking::HumanPlus::new(server.config(
+        LegKind::Sse.receive_leg(),
+        policy,
+        false,
+    ));
+    let mut ids = Vec::with_capacity(attachments);
+    for i in 0..attachments {
+        let owner = format!("owner-{i}");
+        let att = hp
+            .attach(owner.as_str(), server.invitation(i), participant())
+            .unwrap_or_else(|e| panic!("attach: {e}"));
+        ids.push((owner, att.id().to_owned()));
+    }
+    let rss_before = status_kib("VmRSS");
+    let inflight = InFlight::default();
+    let wave = |deadline: Option<Instant>| -> Tally {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let mine: Vec<&(String, String)> =
+                        ids.iter().skip(t).step_by(threads).collect();
+                    let hp = &hp;
+                    let inflight = &inflight;
+                    scope.spawn(move || {
+                        let mut tally = Tally::default();
+                        'outer: loop {
+                            for (owner, id) in &mine {
+                                inflight.enter();
+                                let t0 = Instant::now();
+                                let r = hp.call(owner.as_str(), id, net::TOOL, net::tool_args());
+                                let took = t0.elapsed();
+                                inflight.leave();
+                                match r {
+                                    Ok(_) => tally.latencies.push(took),
+                                    Err(e) => tally.error(&e),
+                                }
+                                if deadline.is_some_and(|d| Instant::now() >= d) {
+                                    break 'outer;
+                                }
+                            }
+                            if deadline.is_none() {
+                                break;
+                            }
+                        }
+                        tally
+                    })
+                })
+                .collect();
+            let mut all = Tally::default();
+            for h in handles {
+                if let Ok(t) = h.join() {
+                    all.merge(t);
+                }
+            }
+            all
+        })
+    };
+    let warm = wave(None);
+    let cpu0 = (self_cpu(), server.cpu());
+    let start = Instant::now();
+    let mut tally = wave(Some(start + duration));
+    let elapsed = start.elapsed();
+    let cpu = (self_cpu() - cpu0.0, server.cpu() - cpu0.1);
+    let mut out = report(
+        &format!("blocking, {threads} threads (sse leg)"),
+        attachments,
+        &mut tally,
+        elapsed,
+        rss_before,
+        inflight.peak.load(Ordering::Relaxed),
+        cpu,
+    );
+    out["warmup_errors"] = json!(warm.errors.values().sum::<u64>());
+    out
+}
+
+/// The floor at the same concurrency: `clients` bare hyper clients doing a
+/// `tools/list` then a pinned `tools/call` exchange in a loop, on one tokio
+/// runtime: what the relay and the surfaces can serve.
+///
+/// # Panics
+/// When the setup fails.
+#[must_use]
+pub fn run_floor(sessions: usize, clients: usize, duration: Duration, leg: LegKind) -> Value {
+    let server = Server::start(sessions);
+    let rt = tokio_rt();
+    let floors: Vec<Arc<Floor>> = (0..clients)
+        .map(|i| {
+            Arc::new(Floor::new(
+                server.port,
+                &server.sessions[i % server.sessions.len()],
+                &format!("floor_{i:04}"),
+            ))
+        })
+        .collect();
+    let rss_before = status_kib("VmRSS");
+    let inflight = Arc::new(InFlight::default());
+    let wave = |deadline: Option<Instant>| -> Tally {
+        rt.block_on(async {
+            let mut tasks = Vec::with_capacity(floors.len());
+            for floor in &floors {
+                let floor = Arc::clone(floor);
+                let inflight = Arc::clone(&inflight);
+                tasks.push(tokio::spawn(async move {
+                    let mut tally = Tally::default();
+                    loop {
+                        inflight.enter();
+                        let t = Instant::now();
+                        let r = floor.operation(leg).await;
+                        let took = t.elapsed();
+                        inflight.leave();
+                        match r {
+                            Ok(_) => tally.latencies.push(took),
+                            Err(e) => tally.error(&e),
+                        }
+                        if deadline.is_none_or(|d| Instant::now() >= d) {
+                            break;
+                        }
+                    }
+                    tally
+                }));
+            }
+            let mut all = Tally::default();
+            for t in tasks {
+                if let Ok(t) = t.await {
+                    all.merge(t);
+                }
+            }
+            all
+        })
+    };
+    let warm = wave(None);
+    let cpu0 = (self_cpu(), server.cpu());
+    let start = Instant::now();
+    let mut tally = wave(Some(start + duration));
+    let elapsed = start.elapsed();
+    let cpu = (self_cpu() - cpu0.0, server.cpu() - cpu0.1);
+    let mut out = report(
+        &format!("floor, bare hyper on tokio ({} leg)", leg.name()),
+        clients,
+        &mut tally,
+        elapsed,
+        rss_before,
+        inflight.peak.load(Ordering::Relaxed),
+        cpu,
+    );
+    out["warmup_errors"] = json!(warm.errors.values().sum::<u64>());
+    out
+}
