@@ -895,7 +895,7 @@ impl Machine {
                 Err(e) => self.fail(e),
             },
             Step::List => match r.and_then(|reply| self.rpc_result(reply, "tools/list")) {
-                Ok(result) => self.on_listed(&result, now),
+                Ok(result) => self.on_listed(result, now),
                 Err(e) => self.fail(e),
             },
             Step::Act => self.on_acted(r),
@@ -903,13 +903,13 @@ impl Machine {
         }
     }
 
-    fn on_listed(&mut self, result: &Value, now: Instant) {
-        let Some(entries) = result.get("tools").and_then(Value::as_array) else {
+    fn on_listed(&mut self, mut result: Value, now: Instant) {
+        let Some(Value::Array(entries)) = result.get_mut("tools").map(Value::take) else {
             self.fail(Error::Protocol(ProtocolError::MalformedToolsList));
             return;
         };
         for entry in entries {
-            match ToolDefinition::from_listing(entry) {
+            match ToolDefinition::try_from(entry) {
                 Ok(t) => self.listed.push(t),
                 Err(_) => self.malformed += 1,
             }

@@ -210,9 +210,30 @@ impl ToolDefinition {
 impl TryFrom<Value> for ToolDefinition {
     type Error = Error;
 
-    /// Same as [`ToolDefinition::from_listing`].
+    /// Same as [`ToolDefinition::from_listing`], moving the entry's
+    /// strings and schema instead of copying them.
     fn try_from(entry: Value) -> Result<Self, Error> {
-        ToolDefinition::from_listing(&entry)
+        let Value::Object(mut entry) = entry else {
+            return Err(Error::Protocol(ProtocolError::ToolWithoutName));
+        };
+        let name = match entry.remove("name") {
+            Some(Value::String(name)) if !is_blank(&name) => name,
+            _ => return Err(Error::Protocol(ProtocolError::ToolWithoutName)),
+        };
+        let description = match entry.remove("description") {
+            Some(Value::String(d)) => d,
+            _ => String::new(),
+        };
+        let input_schema = match entry.remove("inputSchema") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(schema @ Value::Object(_)) => schema,
+            Some(_) => return Err(Error::Protocol(ProtocolError::MalformedToolSchema)),
+        };
+        Ok(ToolDefinition {
+            name,
+            description,
+            input_schema,
+        })
     }
 }
 

@@ -619,8 +619,8 @@ impl<S: AsyncAttachmentStore> HumanPlus<S> {
     {
         let guard = self.lock(id).await?;
         let record = self.load(id).await?;
-        let snapshot = self.init_cache().clone();
-        let mut op = build(record, &snapshot)?;
+        // The operation reads the cache once, when it is built: no copy.
+        let mut op = build(record, &self.init_cache())?;
         let mut stream = None;
         if self.inner.config.transport.warm {
             let slot = self

@@ -599,12 +599,11 @@ impl<S: AttachmentStore> HumanPlus<S> {
             .store
             .lock(attachment, inner.lock_lease, inner.lock_wait)?;
         let record = self.load(attachment)?;
-        let init = inner
-            .init
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let operation = build(record, &inner.config, &init, Instant::now())?;
+        // The operation reads the cache once, when it is built: no copy.
+        let operation = {
+            let init = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+            build(record, &inner.config, &init, Instant::now())?
+        };
         let outcome = drive(&inner.net, operation);
         let stored = match &outcome.record {
             Some(record) => inner.store.put(record, Some(outcome.expected_generation)),

@@ -584,12 +584,11 @@ impl<S: AsyncAttachmentStore> HumanPlus<S> {
             }
         };
         let record = self.load(&id).await?;
-        let snapshot = inner
-            .init
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let mut op = start(record, &inner.config, &snapshot, now())?;
+        // The operation reads the cache once, when it is built: no copy.
+        let mut op = {
+            let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+            start(record, &inner.config, &cache, now())?
+        };
         let mut stream = None;
         if inner.config.transport.warm {
             let slot = inner
