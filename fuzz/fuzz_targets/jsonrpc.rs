@@ -1,0 +1,122 @@
+//! JSON-RPC framing and correlation.
+//!
+//! Input: byte 0 = mode, byte 1 = length of the expected id, then the id
+//! (lossy UTF-8), then the frame.
+//!
+//! Properties:
+//! - `correlate_bytes` agrees with `correlate` on the parsed frame (and is
+//!   `Ignore` for bytes that are not JSON);
+//! - only an object whose `id` is exactly the expected string, carrying
+//!   `result` or `error` and no `method`, is a reply;
+//! - mode 1 wraps the expected id in a real reply, written with every
+//!   character of the id as a `\uXXXX` escape (valid JSON a surface may
+//!   send): both must find the reply;
+//! - `encode_request` writes one line of JSON that reads back as the
+//!   request, and `RequestIds` never repeats.
+
+#![no_main]
+
+use human_plus_core::{Correlation, RequestIds, correlate, correlate_bytes, encode_request};
+use libfuzzer_sys::fuzz_target;
+use serde_json::{Value, json};
+
+fn is_reply(v: &Value, expected: &str) -> bool {
+    v.as_object().is_some_and(|o| {
+        o.get("id") == Some(&Value::String(expected.to_owned()))
+            && !o.contains_key("method")
+            && (o.contains_key("result") || o.contains_key("error"))
+    })
+}
+
+fn escaped(s: &str) -> String {
+    let mut out = String::from("\"");
+    for unit in s.encode_utf16() {
+        out.push_str(&format!("\\u{unit:04x}"));
+    }
+    out.push('"');
+    out
+}
+
+fn agree(frame: &[u8], expected: &str) -> Correlation {
+    let by_bytes = correlate_bytes(frame, expected);
+    match serde_json::from_slice::<Value>(frame) {
+        Ok(v) => {
+            let reply = is_reply(&v, expected);
+            let by_value = correlate(v.clone(), expected);
+            assert_eq!(
+                by_value,
+                if reply {
+                    Correlation::Reply(v)
+                } else {
+                    Correlation::Ignore
+                },
+                "correlate"
+            );
+            assert_eq!(
+                by_bytes, by_value,
+                "correlate_bytes disagrees with correlate"
+            );
+        }
+        Err(_) => assert_eq!(by_bytes, Correlation::Ignore),
+    }
+    by_bytes
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mode = data.first().copied().unwrap_or(0);
+    let n = usize::from(data.get(1).copied().unwrap_or(0) % 64);
+    let rest = data.get(2..).unwrap_or_default();
+    let (id, frame) = rest.split_at(n.min(rest.len()));
+    let expected = String::from_utf8_lossy(id).into_owned();
+
+    agree(frame, &expected);
+
+    match mode % 4 {
+        1 => {
+            // The reply with its id escaped, and the same unescaped.
+            let tail = String::from_utf8_lossy(frame);
+            let result = serde_json::from_str::<Value>(&tail).unwrap_or(json!({}));
+            let plain = json!({"jsonrpc": "2.0", "id": expected, "result": result});
+            let text = serde_json::to_string(&plain).unwrap();
+            assert!(matches!(
+                agree(text.as_bytes(), &expected),
+                Correlation::Reply(_)
+            ));
+            let esc = format!(
+                r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+                escaped(&expected),
+                serde_json::to_string(&plain["result"]).unwrap()
+            );
+            assert!(
+                matches!(agree(esc.as_bytes(), &expected), Correlation::Reply(_)),
+                "an escaped id is still the id"
+            );
+        }
+        2 => {
+            // Encoding: one line, reads back, correlates with its reply.
+            let method = String::from_utf8_lossy(frame).into_owned();
+            let params = serde_json::from_slice::<Value>(frame).ok();
+            let line = encode_request(&expected, &method, params.as_ref());
+            assert!(!line.contains(&b'\n'), "frames are single-line");
+            let back: Value = serde_json::from_slice(&line).expect("the frame is JSON");
+            assert_eq!(back["jsonrpc"], "2.0");
+            assert_eq!(back["id"], Value::String(expected.clone()));
+            assert_eq!(back["method"], Value::String(method));
+            assert_eq!(back.get("params"), params.as_ref());
+            let reply = json!({"jsonrpc": "2.0", "id": back["id"], "error": {"code": 1}});
+            assert!(matches!(
+                agree(reply.to_string().as_bytes(), &expected),
+                Correlation::Reply(_)
+            ));
+        }
+        3 => {
+            let nonce = String::from_utf8_lossy(frame.get(..8).unwrap_or(frame)).into_owned();
+            let mut ids = RequestIds::new(&expected, &nonce);
+            let a = ids.next_id();
+            let b = ids.next_id();
+            assert_ne!(a, b);
+            assert!(a.starts_with(&format!("{expected}-{nonce}-")));
+        }
+        _ => {}
+    }
+});
