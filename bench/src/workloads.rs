@@ -1,4 +1,4 @@
-//! The core workloads, each a plain function over [`Inputs`], shared by the
+//! The core workloads, each a plain function over [`Inputs`](crate::data::Inputs), shared by the
 //! criterion benches and the `compare` binary. `bench/python/bench.py`
 //! has the Python port's counterpart of each.
 
