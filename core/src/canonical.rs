@@ -26,6 +26,9 @@
 //! The writer is iterative, so a deeply nested value cannot exhaust the
 //! stack.
 
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
 use serde_json::{Map, Number, Value};
 
 /// The RFC 8785 (JCS) canonical JSON text of `value`.
@@ -119,39 +122,66 @@ pub(crate) fn write_canonical(value: &Value, out: &mut String) {
 /// order the map itself keeps.
 fn sorted_members(map: &Map<String, Value>) -> Vec<(&str, &Value)> {
     let mut members: Vec<(&str, &Value)> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    // A map that keeps its keys sorted (serde_json's default) is usually in
+    // order already: check before sorting.
+    if !members.is_sorted_by(|a, b| utf16_cmp(a.0, b.0).is_le()) {
+        members.sort_by(|a, b| utf16_cmp(a.0, b.0));
+    }
     members
+}
+
+/// Compares two strings by their UTF-16 code units, on their UTF-8 bytes.
+///
+/// Byte order is code-point order, and UTF-16 order is code-point order
+/// except that a character of U+10000 and above (a surrogate pair, whose
+/// first unit is U+D800..=U+DBFF) sorts before U+E000..=U+FFFF. In UTF-8
+/// those are exactly the lead bytes `F0..=F4` against `EE` and `EF`, so only
+/// that pair of lead bytes at the first difference is inverted.
+fn utf16_cmp(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    match (a.get(same), b.get(same)) {
+        (Some(&x), Some(&y)) => {
+            let high_bmp = |c: u8| c == 0xEE || c == 0xEF;
+            let supplementary = |c: u8| c >= 0xF0;
+            if (high_bmp(x) && supplementary(y)) || (supplementary(x) && high_bmp(y)) {
+                y.cmp(&x)
+            } else {
+                x.cmp(&y)
+            }
+        }
+        _ => a.len().cmp(&b.len()),
+    }
 }
 
 /// Appends `s` as a JSON string literal, escaped as `JSON.stringify` does.
 pub(crate) fn write_string(s: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
     out.push('"');
     let mut start = 0;
-    for (i, c) in s.char_indices() {
-        let short = match c {
-            '"' => Some("\\\""),
-            '\\' => Some("\\\\"),
-            '\u{8}' => Some("\\b"),
-            '\u{c}' => Some("\\f"),
-            '\n' => Some("\\n"),
-            '\r' => Some("\\r"),
-            '\t' => Some("\\t"),
-            _ => None,
+    // Only ASCII needs escaping, and no byte of a multi-byte UTF-8
+    // character is ASCII: a byte scan finds every place to escape.
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => continue,
         };
-        if short.is_none() && c >= '\u{20}' {
-            continue;
-        }
         out.push_str(s.get(start..i).unwrap_or_default());
-        start = i + c.len_utf8();
-        match short {
-            Some(esc) => out.push_str(esc),
-            None => {
-                let b = u32::from(c);
-                out.push_str("\\u00");
-                out.push(char::from(HEX[((b >> 4) & 0xf) as usize]));
-                out.push(char::from(HEX[(b & 0xf) as usize]));
-            }
+        start = i + 1;
+        if short.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(short);
         }
     }
     out.push_str(s.get(start..).unwrap_or_default());
@@ -161,6 +191,17 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
 /// Appends a JSON number as the double it denotes, written by ECMAScript's
 /// rules.
 fn write_number(n: &Number, out: &mut String) {
+    // An integer a double holds exactly (|n| <= 2^53) is written by
+    // ECMAScript as its decimal digits: no need for the double formatter.
+    const EXACT: u64 = 1 << 53;
+    if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= EXACT) {
+        let _ = write!(out, "{i}");
+        return;
+    }
+    if let Some(u) = n.as_u64().filter(|u| *u <= EXACT) {
+        let _ = write!(out, "{u}");
+        return;
+    }
     let as_double = n
         .as_f64()
         .or_else(|| n.to_string().parse::<f64>().ok())
@@ -395,6 +436,16 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    proptest! {
+        #[test]
+        fn byte_comparison_matches_utf16_order(
+            a in "[a\u{e000}-\u{e010}\u{ffee}\u{10000}-\u{10010}\u{1f600}é]{0,6}",
+            b in "[a\u{e000}-\u{e010}\u{ffee}\u{10000}-\u{10010}\u{1f600}é]{0,6}",
+        ) {
+            prop_assert_eq!(utf16_cmp(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
+        }
     }
 
     proptest! {

@@ -114,6 +114,7 @@ pub fn is_change_feed_tool(name: &str) -> bool {
 }
 
 /// Keys a change's handle is read from, in order.
+#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
 const HANDLE_KEYS: [&str; 7] = [
     "handle",
     "id",
@@ -125,6 +126,7 @@ const HANDLE_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's kind is read from, in order.
+#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
 const KIND_KEYS: [&str; 7] = [
     "change",
     "change_kind",
@@ -136,6 +138,7 @@ const KIND_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's actor is read from, in order. `actor_id` is never read.
+#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
 const ACTOR_KEYS: [&str; 7] = [
     "actor_type",
     "actorType",
@@ -147,7 +150,53 @@ const ACTOR_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's label is read from, in order.
+#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
 const LABEL_KEYS: [&str; 5] = ["label", "title", "name", "component", "component_kind"];
+
+/// A row's field candidates, by the index of their key in [`HANDLE_KEYS`],
+/// [`KIND_KEYS`], [`ACTOR_KEYS`] and [`LABEL_KEYS`].
+#[derive(Default)]
+struct RowSlots<'a> {
+    handle: [Option<&'a Value>; 7],
+    kind: [Option<&'a Value>; 7],
+    actor: [Option<&'a Value>; 7],
+    label: [Option<&'a Value>; 5],
+}
+
+impl<'a> RowSlots<'a> {
+    fn put(&mut self, key: &str, value: &'a Value) {
+        let slot = match key {
+            "handle" => &mut self.handle[0],
+            "id" => &mut self.handle[1],
+            "screen_id" => &mut self.handle[2],
+            "screenId" => &mut self.handle[3],
+            "node_id" => &mut self.handle[4],
+            "nodeId" => &mut self.handle[5],
+            "key" => &mut self.handle[6],
+            "change" => &mut self.kind[0],
+            "change_kind" => &mut self.kind[1],
+            "changeKind" => &mut self.kind[2],
+            "event" => &mut self.kind[3],
+            "action" => &mut self.kind[4],
+            "op" => &mut self.kind[5],
+            "kind" => &mut self.kind[6],
+            "actor_type" => &mut self.actor[0],
+            "actorType" => &mut self.actor[1],
+            "actor" => &mut self.actor[2],
+            "by" => &mut self.actor[3],
+            "author" => &mut self.actor[4],
+            "changed_by" => &mut self.actor[5],
+            "changedBy" => &mut self.actor[6],
+            "label" => &mut self.label[0],
+            "title" => &mut self.label[1],
+            "name" => &mut self.label[2],
+            "component" => &mut self.label[3],
+            "component_kind" => &mut self.label[4],
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+}
 
 /// Keys the list of change rows is read from, in order (`_meta` first).
 const ROW_KEYS: [&str; 6] = [
@@ -393,24 +442,32 @@ impl SurfaceChange {
     #[must_use]
     pub fn from_row(row: &Value) -> Option<SurfaceChange> {
         let row = row.as_object()?;
-        let handle = HANDLE_KEYS
+        // One pass over the row's own keys: each key that names a field
+        // lands in its slot, in the field's key order.
+        let mut slots = RowSlots::default();
+        for (key, value) in row {
+            slots.put(key, value);
+        }
+        let handle = slots.handle.iter().flatten().find_map(|v| handle_text(v))?;
+        let kind = slots
+            .kind
             .iter()
-            .find_map(|key| row.get(*key).and_then(handle_text))?;
-        let kind = KIND_KEYS
-            .iter()
-            .filter_map(|key| row.get(*key))
-            .map(ChangeKind::parse)
+            .flatten()
+            .map(|v| ChangeKind::parse(v))
             .find(|kind| *kind != ChangeKind::Unknown)
             .unwrap_or_default();
-        let actor = ACTOR_KEYS
+        let actor = slots
+            .actor
             .iter()
-            .filter_map(|key| row.get(*key))
-            .map(ChangeActor::parse)
+            .flatten()
+            .map(|v| ChangeActor::parse(v))
             .find(|actor| *actor != ChangeActor::Unknown)
             .unwrap_or_default();
-        let label = LABEL_KEYS
+        let label = slots
+            .label
             .iter()
-            .filter_map(|key| row.get(*key).and_then(Value::as_str))
+            .flatten()
+            .filter_map(|v| v.as_str())
             .map(trim_ascii_php)
             .find(|label| !label.is_empty())
             .unwrap_or_default();
@@ -874,4 +931,39 @@ fn push_json_string(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_slots_follow_the_documented_key_orders() {
+        let v = Value::Null;
+        let check = |keys: &[&str], pick: fn(&RowSlots<'_>) -> Vec<bool>| {
+            for (i, key) in keys.iter().enumerate() {
+                let mut slots = RowSlots::default();
+                slots.put(key, &v);
+                let filled = pick(&slots);
+                assert!(filled[i], "{key}");
+                assert_eq!(filled.iter().filter(|f| **f).count(), 1, "{key}");
+            }
+        };
+        check(&HANDLE_KEYS, |s| {
+            s.handle.iter().map(Option::is_some).collect()
+        });
+        check(&KIND_KEYS, |s| s.kind.iter().map(Option::is_some).collect());
+        check(&ACTOR_KEYS, |s| {
+            s.actor.iter().map(Option::is_some).collect()
+        });
+        check(&LABEL_KEYS, |s| {
+            s.label.iter().map(Option::is_some).collect()
+        });
+        let mut slots = RowSlots::default();
+        slots.put("actor_id", &v);
+        assert!(
+            slots.actor.iter().all(Option::is_none),
+            "actor_id is never read"
+        );
+    }
 }
