@@ -118,10 +118,13 @@ async fn garbage_is_a_transport_error() {
 
 /// Nothing listening: a connect error, typed.
 async fn refused_connection_is_typed() {
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // Bound and never listening: refused, and no parallel test's listener can
+    // take the port while the socket lives.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = socket.local_addr().unwrap().as_socket().unwrap().port();
     let (hp, invitation) = loopback_manager(port, ReceiveLeg::Sse);
     let a = hp
         .attach(OWNER, invitation, participant("agent-1"))
@@ -132,6 +135,7 @@ async fn refused_connection_is_typed() {
         panic!("{e:?}")
     };
     assert_eq!(t.kind(), TransportErrorKind::Connect);
+    drop(socket);
 }
 
 /// An SSE stream trickled a byte at a time, with CRLF line ends, over TLS.

@@ -191,12 +191,14 @@ fn an_untrusted_certificate_is_a_tls_error() {
 
 #[test]
 fn a_closed_port_is_a_connect_error() {
-    // Bind and drop a listener: nothing listens on its port now.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A socket bound to the port and never listening: connecting to it is
+    // refused, and while it lives no other test's listener can take the port
+    // (binding and dropping a listener instead raced with parallel tests).
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = socket.local_addr().unwrap().as_socket().unwrap().port();
     let policy = EgressPolicy::new(["127.0.0.1"])
         .allow_ports([port])
         .allow_unverified_egress(true);
@@ -215,6 +217,7 @@ fn a_closed_port_is_a_connect_error() {
         panic!("{e:?}")
     };
     assert_eq!(t.kind(), TransportErrorKind::Connect, "{e}");
+    drop(socket);
 }
 
 #[test]
@@ -265,11 +268,11 @@ fn no_error_or_debug_output_carries_the_token() {
         record(&mut outputs, &e);
     }
     // A transport failure (nothing listening), in query and bearer mode.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let port = socket.local_addr().unwrap().as_socket().unwrap().port();
     for bearer in [false, true] {
         let mut policy = EgressPolicy::new(["127.0.0.1"])
             .allow_ports([port])
