@@ -104,16 +104,31 @@ pub(crate) fn write_canonical(value: &Value, out: &mut String) {
                 Value::Object(map) => {
                     out.push('{');
                     stack.push(Item::Lit("}"));
-                    let members = sorted_members(map);
-                    for (i, (key, member)) in members.into_iter().enumerate().rev() {
-                        stack.push(Item::Value(member));
-                        stack.push(Item::Key(key));
-                        if i > 0 {
-                            stack.push(Item::Lit(","));
-                        }
+                    // A map that keeps its keys sorted (serde_json's
+                    // default) is usually in order already: then its own
+                    // iterator is pushed, with no list to sort.
+                    if map.keys().is_sorted_by(|a, b| utf16_cmp(a, b).is_le()) {
+                        push_members(&mut stack, map.iter().map(|(k, v)| (k.as_str(), v)));
+                    } else {
+                        push_members(&mut stack, sorted_members(map).into_iter());
                     }
                 }
             },
+        }
+    }
+}
+
+/// Pushes an object's members, given in output order, so that they pop in
+/// that order with a `,` between them.
+fn push_members<'a, I>(stack: &mut Vec<Item<'a>>, members: I)
+where
+    I: DoubleEndedIterator<Item = (&'a str, &'a Value)> + ExactSizeIterator,
+{
+    for (i, (key, member)) in members.enumerate().rev() {
+        stack.push(Item::Value(member));
+        stack.push(Item::Key(key));
+        if i > 0 {
+            stack.push(Item::Lit(","));
         }
     }
 }
@@ -122,11 +137,7 @@ pub(crate) fn write_canonical(value: &Value, out: &mut String) {
 /// order the map itself keeps.
 fn sorted_members(map: &Map<String, Value>) -> Vec<(&str, &Value)> {
     let mut members: Vec<(&str, &Value)> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    // A map that keeps its keys sorted (serde_json's default) is usually in
-    // order already: check before sorting.
-    if !members.is_sorted_by(|a, b| utf16_cmp(a.0, b.0).is_le()) {
-        members.sort_by(|a, b| utf16_cmp(a.0, b.0));
-    }
+    members.sort_by(|a, b| utf16_cmp(a.0, b.0));
     members
 }
 
@@ -159,10 +170,14 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(s.len() + 2);
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
     // Only ASCII needs escaping, and no byte of a multi-byte UTF-8
     // character is ASCII: a byte scan finds every place to escape.
-    for (i, &b) in s.as_bytes().iter().enumerate() {
+    while let Some(i) = next_escape(bytes, start) {
+        out.push_str(s.get(start..i).unwrap_or_default());
+        start = i + 1;
+        let b = bytes.get(i).copied().unwrap_or_default();
         let short = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -171,11 +186,8 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
             b'\n' => "\\n",
             b'\r' => "\\r",
             b'\t' => "\\t",
-            0x00..=0x1f => "",
-            _ => continue,
+            _ => "",
         };
-        out.push_str(s.get(start..i).unwrap_or_default());
-        start = i + 1;
         if short.is_empty() {
             out.push_str("\\u00");
             out.push(char::from(HEX[usize::from(b >> 4)]));
@@ -186,6 +198,46 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
     }
     out.push_str(s.get(start..).unwrap_or_default());
     out.push('"');
+}
+
+/// Whether `b` must be escaped in a JSON string: `"`, `\` or a C0 control.
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// The index of the first byte at or after `from` that [`needs_escape`].
+///
+/// Eight bytes at a time: in a word `x`, `(x - 0x20..) & !x & 0x80..` has
+/// the high bit set in (at least) the first byte below 0x20, and the same
+/// test on `x ^ 0x22..` and `x ^ 0x5c..` finds `"` and `\`. A word with no
+/// flag holds no byte to escape; the first flagged word is searched byte by
+/// byte, so a borrow between lanes can never cause a wrong answer.
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let rest = bytes.get(from..)?;
+    let mut words = rest.chunks_exact(8);
+    let mut offset = from;
+    for word in words.by_ref() {
+        let mut lanes = [0u8; 8];
+        lanes.copy_from_slice(word);
+        let x = u64::from_ne_bytes(lanes);
+        let flags = (x.wrapping_sub(ONES * 0x20) & !x & HIGH)
+            | zero_byte(x ^ (ONES * u64::from(b'"')))
+            | zero_byte(x ^ (ONES * u64::from(b'\\')));
+        if flags != 0
+            && let Some(i) = word.iter().position(|&b| needs_escape(b))
+        {
+            return Some(offset + i);
+        }
+        offset += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| needs_escape(b))
+        .map(|i| offset + i)
 }
 
 /// Appends a JSON number as the double it denotes, written by ECMAScript's
@@ -438,7 +490,41 @@ mod tests {
         })
     }
 
+    /// `JSON.stringify`'s escaping, one character at a time.
+    fn escape_by_chars(s: &str) -> String {
+        let mut out = String::from('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
     proptest! {
+        #[test]
+        fn the_word_scan_escapes_like_a_char_scan(
+            // Dense in the bytes next to the ones to escape (0x1f/0x20,
+            // 0x21/0x22/0x23, 0x5b/0x5c/0x5d, 0x7f, 0xa0) and long enough
+            // to span several words at every alignment.
+            s in "[\u{0}-\u{3}\u{1e}-\u{24}\u{5b}-\u{5d}a\u{7f}\u{a0}é😀\u{2028}]{0,40}",
+            prefix in 0usize..9,
+        ) {
+            let s = format!("{}{s}", "x".repeat(prefix));
+            let mut out = String::new();
+            write_string(&s, &mut out);
+            prop_assert_eq!(out, escape_by_chars(&s));
+        }
+
         #[test]
         fn byte_comparison_matches_utf16_order(
             a in "[a\u{e000}-\u{e010}\u{ffee}\u{10000}-\u{10010}\u{1f600}é]{0,6}",

@@ -29,7 +29,20 @@ const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 /// with exactly this set.
 #[must_use]
 pub fn trim_ascii_php(s: &str) -> &str {
-    s.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r' | '\0' | '\x0B'))
+    // Every trimmed character is one ASCII byte, and no byte of a
+    // multi-byte character is ASCII: the cut points found on the bytes are
+    // character boundaries.
+    let trimmed = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0 | 0x0B);
+    let bytes = s.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|b| !trimmed(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !trimmed(b))
+        .map_or(start, |i| i + 1);
+    s.get(start..end).unwrap_or_default()
 }
 
 /// An opaque marker the surface minted for the state a result showed.
@@ -308,7 +321,20 @@ impl fmt::Display for ConflictDetection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        /// The byte trim cuts exactly where a `char` trim of PHP's set does.
+        #[test]
+        fn the_byte_trim_is_the_char_trim(
+            s in "[ \t\n\r\u{0}\u{b}\u{c}\u{85}\u{a0}\u{2028}aé😀]{0,12}",
+        ) {
+            let by_char =
+                s.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r' | '\0' | '\x0B'));
+            prop_assert_eq!(trim_ascii_php(&s), by_char);
+        }
+    }
 
     fn tok(v: Value) -> Option<String> {
         SurfaceRevision::from_result(&v, "t")
