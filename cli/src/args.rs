@@ -63,7 +63,7 @@ pub enum RuntimeKind {
     /// `human-plus-tokio` (hyper + rustls).
     #[default]
     Tokio,
-    /// `human-plus-blocking` (ureq, one thread per request).
+    /// `human-plus-blocking` (ureq, a pooled thread per request).
     Blocking,
     /// `human-plus-async-std` (async-io / async-net).
     AsyncStd,

@@ -14,6 +14,7 @@ use human_plus_core::{
 use rustls::ClientConfig;
 use ureq::Agent;
 
+use crate::pool::Pool;
 use crate::resolve::{FailureSlot, Resolve, VettingResolver};
 use crate::transport::{RelayConnector, RequestCtl};
 
@@ -38,6 +39,8 @@ pub(crate) struct Net {
     pub(crate) tls: Result<Arc<ClientConfig>, Error>,
     pub(crate) resolver: Arc<dyn Resolve>,
     pub(crate) connect_timeout: Duration,
+    /// The threads requests run on.
+    pub(crate) pool: Pool,
 }
 
 type Event = (RequestId, HttpEvent);
@@ -114,7 +117,7 @@ fn leg_name(leg: Leg) -> &'static str {
     }
 }
 
-/// Starts `req` on its own thread.
+/// Starts `req` on a request thread of the pool.
 fn spawn(
     net: &Arc<Net>,
     endpoint: &Arc<RelayEndpoint>,
@@ -130,15 +133,13 @@ fn spawn(
     );
     let ctl = Arc::new(RequestCtl::default());
     let thread_ctl = Arc::clone(&ctl);
-    let net = Arc::clone(net);
+    let job_net = Arc::clone(net);
     let endpoint = Arc::clone(endpoint);
     let span = tracing::Span::current();
-    std::thread::Builder::new()
-        .name(format!("human-plus-{}", leg_name(req.leg)))
-        .spawn(move || {
-            let _entered = span.enter();
-            perform(&net, &endpoint, &req, &thread_ctl, &tx);
-        })?;
+    net.pool.execute(Box::new(move || {
+        let _entered = span.enter();
+        perform(&job_net, &endpoint, &req, &thread_ctl, &tx);
+    }))?;
     Ok(ctl)
 }
 

@@ -3,7 +3,7 @@
 //! `human-plus-blocking` lets an AI agent join a live application surface
 //! (a sheet, a graph, a canvas a person has open) from plain blocking Rust:
 //! queue workers, scripts, CLIs. No async runtime is involved: every HTTP
-//! request runs on its own short-lived thread over [ureq](https://docs.rs/ureq)
+//! request runs on a pooled request thread over [ureq](https://docs.rs/ureq)
 //! 3, and the calling thread drives the sans-IO [`human_plus_core`], which
 //! owns every protocol rule.
 //!
@@ -66,10 +66,14 @@
 //!
 //! Each operation takes the store's lock of the attachment, builds the
 //! core's [`core::Operation`] and drives it on the calling thread. Every
-//! HTTP request the core asks for runs on its own thread, which reports the
-//! response head, each body chunk as it arrives (8 KiB reads, so the SSE
-//! leg streams), and the end, into a bounded channel; the driver waits on
-//! that channel until the core's next timer.
+//! HTTP request the core asks for runs on a request thread of its own,
+//! which reports the response head, each body chunk as it arrives (8 KiB
+//! reads, so the SSE leg streams), and the end, into a bounded channel; the
+//! driver waits on that channel until the core's next timer. Request
+//! threads are pooled per manager: a thread whose request has ended waits
+//! up to 5 s for the next one, so a worker calling again and again reuses
+//! them instead of starting threads on every call. There is no cap: a
+//! request never waits for a thread.
 //!
 //! The egress policy is enforced where the connection is made: the relay's
 //! host is resolved through the [`Resolve`] configured on the builder, the
@@ -82,14 +86,16 @@
 //!
 //! ## How long request threads live
 //!
-//! A request thread ends when its response ends or fails, and never later
+//! A request ends when its response ends or fails, and never later
 //! than the request's deadline (the core's exchange deadline, applied as
 //! ureq's global timeout, so a silent SSE stream ends too). When the core
 //! cancels a request, or the operation ends with requests still open, the
 //! request's socket is shut down, which wakes a blocked read at once; reads
-//! also wake every 500 ms to check the cancel flag. A thread still
+//! also wake every 500 ms to check the cancel flag. A request still
 //! connecting when cancelled ends when that connect attempt ends (bounded
-//! by [`HumanPlusBuilder::connect_timeout`]). A lookup through a blocking
+//! by [`HumanPlusBuilder::connect_timeout`]). Its thread then waits 5 s
+//! for another request and ends if none comes (all of them are named
+//! `human-plus-request`). A lookup through a blocking
 //! [`Resolve`] runs on a helper thread the request stops waiting for at its
 //! deadline; that helper ends when the resolver returns.
 //!
@@ -110,6 +116,7 @@
 )]
 
 mod driver;
+mod pool;
 mod resolve;
 mod toolset;
 mod transport;
@@ -137,6 +144,7 @@ use human_plus_core::{
 use human_plus_runtime::{OsEntropy, client_config, os_entropy};
 
 use driver::{Net, drive};
+use pool::Pool;
 
 /// The default TCP connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -343,6 +351,7 @@ impl<S> HumanPlusBuilder<S> {
                     tls,
                     resolver: self.resolver,
                     connect_timeout: self.connect_timeout,
+                    pool: Pool::new(pool::IDLE_TIMEOUT),
                 }),
                 lock_lease: self.lock_lease,
                 lock_wait: self.lock_wait,

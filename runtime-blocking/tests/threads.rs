@@ -1,7 +1,8 @@
 //! Request threads do not outlive their usefulness: a cancelled SSE reader
-//! (after a reply, or after a silent page's timeout) exits long before the
-//! request's own deadline. One test in its own binary, so no other test's
-//! threads are counted.
+//! (after a reply, or after a silent page's timeout) stops long before the
+//! request's own deadline, and its pooled thread ends after its 5 s idle
+//! wait. One test in its own binary, so no other test's threads are
+//! counted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
