@@ -14,6 +14,7 @@
 //! leaving.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -35,7 +36,7 @@ struct Idle {
 #[derive(Default)]
 struct Shared {
     idle: Mutex<Vec<Idle>>,
-    next_id: Mutex<u64>,
+    next_id: AtomicU64,
 }
 
 /// The request threads of one manager (shared by its clones).
@@ -78,15 +79,7 @@ impl Pool {
     }
 
     fn spawn(&self, first: Job) -> io::Result<()> {
-        let id = {
-            let mut next = self
-                .shared
-                .next_id
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            *next += 1;
-            *next
-        };
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::clone(&self.shared);
         let idle_timeout = self.idle_timeout;
         std::thread::Builder::new()
