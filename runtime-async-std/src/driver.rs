@@ -20,6 +20,8 @@ use human_plus_core::{
     HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, WarmLeg,
 };
 
+use human_plus_runtime::KeptStream;
+
 use crate::transport::{self, Context, EventQueue, RequestFuture};
 
 enum Input {
@@ -32,15 +34,21 @@ enum Input {
 /// spawned): the socket buffers, and [`WarmStream::drain_into`] reads what
 /// is already there before the next operation starts. Dropping it closes
 /// the stream.
-pub(crate) struct WarmStream {
+pub struct WarmStream {
     fut: Option<RequestFuture>,
     queue: EventQueue,
 }
 
-impl WarmStream {
+impl std::fmt::Debug for WarmStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmStream").finish_non_exhaustive()
+    }
+}
+
+impl KeptStream for WarmStream {
     /// Reads whatever the stream already delivered, without waiting, and
     /// feeds it to `leg`; a finished stream is the stream's end.
-    pub(crate) fn drain_into(&mut self, leg: &mut WarmLeg) {
+    fn drain_into(&mut self, leg: &mut WarmLeg) {
         if let Some(fut) = self.fut.as_mut() {
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             if fut.as_mut().poll(&mut cx).is_ready() {

@@ -76,587 +76,79 @@
 //! Tests and local development can point a name at any address with
 //! [`StaticResolver`] and trust a private CA with [`TlsRoots::only`]; the
 //! address must still pass the egress policy.
+//!
+//! The manager itself — the flow of every operation, its builder, the
+//! toolset handles — is written once, in [`human_plus_runtime`], over this
+//! crate's [`AsyncIo`] driver; this crate holds only what is I/O.
+//!
+//! ## Tools a model can call
+//!
+//! ```no_run
+//! use human_plus_async_std::{HumanPlus, HumanPlusToolset};
+//! use serde_json::json;
+//!
+//! # async fn run(human_plus: HumanPlus, attachment: &str) -> Result<(), human_plus_async_std::Error> {
+//! let tools = HumanPlusToolset::new(&human_plus)
+//!     .for_attachment("conversation:42", attachment, &["sheet_set_cell"])
+//!     .await?;
+//! if let Some(read) = tools.iter().find(|t| t.name() == "sheet_get_cell") {
+//!     println!("{}", read.call(json!({"address": "B4"})).await?.text);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
 mod driver;
-mod resolve;
-mod toolset;
 mod transport;
 
-use std::fmt;
-use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_io::Timer;
-use futures_lite::future;
-use human_plus_core::{
-    InitCache, Operation, OperationOutput, OwnerKey, StoreError, TransportErrorKind, WarmLeg,
-};
-use human_plus_runtime::{OsEntropy, client_config, os_entropy};
-use tracing::Instrument;
+use human_plus_core::OperationOutput;
+use human_plus_runtime::{AsyncFlavour, Drive, Driven, Driver, NetSettings};
 
+pub use driver::WarmStream;
 pub use human_plus_core as core;
-pub use human_plus_core::{
-    Activity, CallResult, ConflictDetection, Discovery, EgressPolicy, Error, ManagerConfig,
-    NO_PINS, Owner, Participant, Priority, ReceiveLeg, RelayAuth, ResultGuard, SurfaceAttachment,
-    SurfaceChanges, SurfaceInvitation, TransportConfig, TrustPolicy,
-};
-pub use human_plus_runtime::TlsRoots;
-pub use human_plus_store::{
-    AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
-};
+pub use human_plus_runtime::exports::*;
+pub use human_plus_runtime::{Resolve, Resolving};
+pub use human_plus_store::AsyncAttachmentStore;
 #[cfg(feature = "redis")] // The Redis store (feature `redis`).
 pub use human_plus_store::{AsyncRedisAttachmentStore, Keyring, RedisConfig};
-pub use resolve::{Resolve, Resolving, StaticResolver, SystemResolver};
-pub use toolset::{HumanPlusToolset, SurfaceTool, ToolHandle};
 
 use transport::Context;
 
-/// The default connect timeout: DNS, TCP, the proxy's CONNECT and the TLS
-/// handshake together.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+human_plus_runtime::manager_names!(async AsyncIo);
 
-struct Inner<S> {
-    config: ManagerConfig,
-    store: S,
+/// The async-io driver: hyper's HTTP/1.1 connection over async-net's
+/// sockets and futures-rustls, a vetting resolver, CONNECT tunnels to the
+/// vetted address and async-io's timers. Nothing is spawned: every request
+/// of an operation runs inside the operation's own future.
+#[derive(Debug)]
+pub struct AsyncIo {
     ctx: Arc<Context>,
-    lock_lease: Duration,
-    lock_wait: Duration,
-    init: Mutex<InitCache>,
-    /// Warm attachments' receive legs between operations (warm mode).
-    warm: Mutex<std::collections::HashMap<String, (WarmLeg, Option<driver::WarmStream>)>>,
 }
 
-/// The Human+ manager: attaches an agent to surfaces and runs every
-/// operation over the relay.
-///
-/// Cheap to clone (an `Arc` inside), `Send` and `Sync`; every async
-/// method's future is `Send`, so it can be spawned on a multi-threaded
-/// executor. `S` is the attachment store ([`InMemoryAttachmentStore`] by
-/// default; any [`AsyncAttachmentStore`]).
-pub struct HumanPlus<S = InMemoryAttachmentStore> {
-    inner: Arc<Inner<S>>,
-}
+impl Driver for AsyncIo {
+    type Flavour = AsyncFlavour;
+    type Stream = WarmStream;
 
-impl<S> Clone for HumanPlus<S> {
-    fn clone(&self) -> Self {
-        HumanPlus {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<S> fmt::Debug for HumanPlus<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HumanPlus")
-            .field("config", &self.inner.config)
-            .field("connect_timeout", &self.inner.ctx.connect_timeout)
-            .field("lock_lease", &self.inner.lock_lease)
-            .field("lock_wait", &self.inner.lock_wait)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Configures a [`HumanPlus`]: the store, TLS roots, resolver and timeouts.
-pub struct HumanPlusBuilder<S = InMemoryAttachmentStore> {
-    config: ManagerConfig,
-    store: S,
-    roots: TlsRoots,
-    resolver: Arc<dyn Resolve>,
-    connect_timeout: Duration,
-    lock_lease: Duration,
-    lock_wait: Duration,
-}
-
-impl<S> fmt::Debug for HumanPlusBuilder<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HumanPlusBuilder")
-            .field("config", &self.config)
-            .field("roots", &self.roots)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("lock_lease", &self.lock_lease)
-            .field("lock_wait", &self.lock_wait)
-            .finish_non_exhaustive()
-    }
-}
-
-impl HumanPlus<InMemoryAttachmentStore> {
-    /// A manager with an in-memory store, the webpki roots and the system
-    /// resolver.
-    ///
-    /// Should the TLS configuration fail to build (it does not with the
-    /// bundled roots), the manager is still returned and every HTTPS
-    /// request fails with that error; [`HumanPlusBuilder::build`] reports
-    /// it up front instead.
-    #[must_use]
-    pub fn new(config: ManagerConfig) -> Self {
-        let builder = HumanPlus::builder(config);
-        let tls = builder.tls_config();
-        builder.finish(tls)
-    }
-
-    /// A builder starting from the defaults of [`HumanPlus::new`].
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use human_plus_async_std::{EgressPolicy, HumanPlus, InMemoryAttachmentStore, ManagerConfig, NO_PINS, TrustPolicy};
-    ///
-    /// let config = ManagerConfig::new(
-    ///     EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128"),
-    ///     TrustPolicy::allowing(["sheet_get_cell"], NO_PINS),
-    /// );
-    /// let human_plus = HumanPlus::builder(config)
-    ///     .store(InMemoryAttachmentStore::new())
-    ///     .connect_timeout(Duration::from_secs(5))
-    ///     .build()?;
-    /// assert!(human_plus.store().is_empty());
-    /// # Ok::<(), human_plus_async_std::Error>(())
-    /// ```
-    #[must_use]
-    pub fn builder(config: ManagerConfig) -> HumanPlusBuilder<InMemoryAttachmentStore> {
-        HumanPlusBuilder {
-            config,
-            store: InMemoryAttachmentStore::new(),
-            roots: TlsRoots::webpki(),
-            resolver: Arc::new(SystemResolver),
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            lock_lease: DEFAULT_LEASE,
-            lock_wait: DEFAULT_LOCK_WAIT,
-        }
-    }
-}
-
-impl<S> HumanPlusBuilder<S> {
-    /// Uses `store` for attachment records and their locks.
-    #[must_use]
-    pub fn store<S2: AsyncAttachmentStore>(self, store: S2) -> HumanPlusBuilder<S2> {
-        HumanPlusBuilder {
-            config: self.config,
-            store,
-            roots: self.roots,
-            resolver: self.resolver,
-            connect_timeout: self.connect_timeout,
-            lock_lease: self.lock_lease,
-            lock_wait: self.lock_wait,
+    fn new(net: NetSettings<dyn Resolve>) -> Self {
+        AsyncIo {
+            ctx: Arc::new(Context { net }),
         }
     }
 
-    /// The certificate authorities trusted for the relay's TLS (default
-    /// [`TlsRoots::webpki`]).
-    #[must_use]
-    pub fn tls_roots(mut self, roots: TlsRoots) -> Self {
-        self.roots = roots;
-        self
+    async fn drive<T: OperationOutput + Send>(&self, run: Drive<T, Self>) -> Driven<T, Self> {
+        Ok(driver::drive(&self.ctx, run.op, run.stream).await)
     }
 
-    /// The resolver for the relay's host name (default [`SystemResolver`]).
-    /// Its answers are vetted by the egress policy all the same.
-    #[must_use]
-    pub fn resolver(mut self, resolver: Arc<dyn Resolve>) -> Self {
-        self.resolver = resolver;
-        self
-    }
-
-    /// The bound on connecting to the relay: DNS, TCP, the proxy's CONNECT
-    /// and the TLS handshake together (default 10 s). Each request is also
-    /// bounded by its exchange's deadline.
-    #[must_use]
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long an operation's store lock is leased (default
-    /// [`DEFAULT_LEASE`]).
-    #[must_use]
-    pub fn lock_lease(mut self, lease: Duration) -> Self {
-        self.lock_lease = lease;
-        self
-    }
-
-    /// How long an operation waits for the store lock before failing with
-    /// [`Error::Store`] (default [`DEFAULT_LOCK_WAIT`]).
-    #[must_use]
-    pub fn lock_wait(mut self, wait: Duration) -> Self {
-        self.lock_wait = wait;
-        self
-    }
-
-    fn tls_config(&self) -> Result<Arc<rustls::ClientConfig>, Error> {
-        client_config(&self.roots).map_err(|e| {
-            Error::Transport(human_plus_core::TransportError::new(
-                TransportErrorKind::Tls,
-                format!("cannot build the TLS configuration: {e}"),
-            ))
-        })
-    }
-
-    fn finish(self, tls: Result<Arc<rustls::ClientConfig>, Error>) -> HumanPlus<S> {
-        HumanPlus {
-            inner: Arc::new(Inner {
-                config: self.config,
-                store: self.store,
-                ctx: Arc::new(Context {
-                    tls,
-                    resolver: self.resolver,
-                    connect_timeout: self.connect_timeout,
-                }),
-                lock_lease: self.lock_lease,
-                lock_wait: self.lock_wait,
-                init: Mutex::new(InitCache::new()),
-                warm: Mutex::new(std::collections::HashMap::new()),
-            }),
-        }
-    }
-
-    /// Builds the manager (and the rustls configuration, once).
-    ///
-    /// # Errors
-    /// [`Error::Transport`] of kind `tls` when a root cannot be used.
-    pub fn build(self) -> Result<HumanPlus<S>, Error> {
-        let tls = self.tls_config()?;
-        Ok(self.finish(Ok(tls)))
-    }
-}
-
-fn store_error(message: String) -> Error {
-    Error::Store(StoreError::new(message))
-}
-
-impl<S: AsyncAttachmentStore> HumanPlus<S> {
-    /// Validates `invitation` against the egress policy and stores a new
-    /// attachment for `owner`. No network.
-    ///
-    /// # Errors
-    /// [`Error::InvalidOwner`], [`Error::EgressRefused`], or the store's
-    /// error.
-    pub fn attach<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        invitation: SurfaceInvitation,
-        participant: Participant,
-    ) -> impl Future<Output = Result<SurfaceAttachment, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let span = tracing::info_span!("human_plus.attach", attachment = tracing::field::Empty);
-        let record_span = span.clone();
-        async move {
-            let owner = owner?;
-            let record = human_plus_core::attach(
-                &owner,
-                invitation,
-                participant,
-                &self.inner.config.egress,
-                &mut OsEntropy,
-            )?;
-            record_span.record("attachment", record.id());
-            self.inner.store.put(&record, None).await?;
-            Ok(record)
-        }
-        .instrument(span)
-    }
-
-    /// The attachment, in any state, after checking its owner. No lock, no
-    /// network.
-    ///
-    /// # Errors
-    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`], or
-    /// the store's error.
-    pub fn status<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-    ) -> impl Future<Output = Result<SurfaceAttachment, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let span = tracing::info_span!("human_plus.status", attachment = %id);
-        async move {
-            let owner = owner?;
-            let record = self.load(&id).await?;
-            human_plus_core::status(&record, &owner).cloned()
-        }
-        .instrument(span)
-    }
-
-    /// What has been observed of the surface's conflict detection. No lock,
-    /// no network.
-    ///
-    /// # Errors
-    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`],
-    /// [`Error::NotAttached`], or the store's error.
-    pub fn conflict_detection<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-    ) -> impl Future<Output = Result<ConflictDetection, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let span = tracing::info_span!("human_plus.conflict_detection", attachment = %id);
-        async move {
-            let owner = owner?;
-            let record = self.load(&id).await?;
-            human_plus_core::conflict_detection(&record, &owner)
-        }
-        .instrument(span)
-    }
-
-    /// Discovers the surface's tools and admits them through the trust
-    /// policy (reserved confirmation tools never; pins checked).
-    ///
-    /// # Errors
-    /// [`Error::ToolRefused`] (undeclared trust, before anything is
-    /// touched; a pin mismatch), the relay's terminal answers
-    /// ([`Error::SurfaceUnavailable`], [`Error::AttachmentUnauthorized`]),
-    /// [`Error::Timeout`], [`Error::EgressRefused`], [`Error::Transport`],
-    /// and the store's errors.
-    pub fn tools<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-    ) -> impl Future<Output = Result<Discovery, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let span = tracing::info_span!(
-            "human_plus.tools",
-            attachment = %id,
-            leg = ?self.inner.config.transport.leg,
-        );
-        async move {
-            let owner = owner?;
-            let config = &self.inner.config;
-            config.trust.assert_declared()?;
-            self.run(&id, |record, init| {
-                Operation::tools(record, &owner, config, init, os_entropy(), Instant::now())
-            })
-            .await
-        }
-        .instrument(span)
-    }
-
-    /// Calls `tool` with `arguments` (a JSON object, or null for `{}`),
-    /// pinned to the last revision seen. The result is framed as untrusted
-    /// data.
-    ///
-    /// # Errors
-    /// As [`HumanPlus::tools`], and [`Error::SurfaceChangedUnderYou`] when
-    /// the surface refused the pin (nothing was applied),
-    /// [`Error::ToolFailed`], [`Error::SurfaceError`],
-    /// [`Error::InvalidArguments`].
-    pub fn call<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-        tool: &str,
-        arguments: serde_json::Value,
-    ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let tool = tool.to_owned();
-        let span = tracing::info_span!(
-            "human_plus.call",
-            attachment = %id,
-            tool = %tool,
-            leg = ?self.inner.config.transport.leg,
-        );
-        async move {
-            let owner = owner?;
-            let config = &self.inner.config;
-            config.trust.assert_declared()?;
-            self.run(&id, |record, init| {
-                Operation::call(
-                    record,
-                    &owner,
-                    &tool,
-                    arguments,
-                    config,
-                    init,
-                    os_entropy(),
-                    Instant::now(),
-                )
-            })
-            .await
-        }
-        .instrument(span)
-    }
-
-    /// What changed on the surface since the stored revision, through the
-    /// surface's change-feed tool (when one is offered and trusted).
-    ///
-    /// # Errors
-    /// As [`HumanPlus::call`].
-    pub fn changes_since<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-    ) -> impl Future<Output = Result<SurfaceChanges, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let span = tracing::info_span!(
-            "human_plus.changes_since",
-            attachment = %id,
-            leg = ?self.inner.config.transport.leg,
-        );
-        async move {
-            let owner = owner?;
-            let config = &self.inner.config;
-            config.trust.assert_declared()?;
-            self.run(&id, |record, init| {
-                Operation::changes_since(record, &owner, config, init, os_entropy(), Instant::now())
-            })
-            .await
-        }
-        .instrument(span)
-    }
-
-    /// Tells the people on the surface what the agent is doing (a
-    /// `notifications/human-plus/activity` notification).
-    ///
-    /// # Errors
-    /// The relay's terminal answers, [`Error::Timeout`],
-    /// [`Error::EgressRefused`], [`Error::Transport`], and the store's
-    /// errors.
-    pub fn announce<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-        activity: &Activity,
-    ) -> impl Future<Output = Result<(), Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let activity = activity.clone();
-        let span = tracing::info_span!("human_plus.announce", attachment = %id);
-        async move {
-            let owner = owner?;
-            let config = &self.inner.config;
-            self.run(&id, |record, _| {
-                Operation::announce(
-                    record,
-                    &owner,
-                    &activity,
-                    config,
-                    os_entropy(),
-                    Instant::now(),
-                )
-            })
-            .await
-        }
-        .instrument(span)
-    }
-
-    /// Detaches: the attachment moves to `detached`. The relay session is
-    /// left alive unless [`ManagerConfig::unregister_on_detach`] is set.
-    ///
-    /// # Errors
-    /// The owner and state checks, and with `unregister_on_detach` the
-    /// relay's errors; the store's errors.
-    pub fn detach<'a, O: Owner + ?Sized>(
-        &'a self,
-        owner: &O,
-        attachment: &str,
-    ) -> impl Future<Output = Result<SurfaceAttachment, Error>> + Send + use<'a, S, O> {
-        let owner = OwnerKey::of(owner);
-        let id = attachment.to_owned();
-        let span = tracing::info_span!("human_plus.detach", attachment = %id);
-        async move {
-            let owner = owner?;
-            let config = &self.inner.config;
-            self.run(&id, |record, _| {
-                Operation::detach(record, &owner, config, os_entropy(), Instant::now())
-            })
-            .await
-        }
-        .instrument(span)
-    }
-
-    /// The configuration.
-    #[must_use]
-    pub fn config(&self) -> &ManagerConfig {
-        &self.inner.config
-    }
-
-    /// The attachment store.
-    #[must_use]
-    pub fn store(&self) -> &S {
-        &self.inner.store
-    }
-
-    fn init_cache(&self) -> MutexGuard<'_, InitCache> {
-        self.inner
-            .init
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    async fn load(&self, id: &str) -> Result<SurfaceAttachment, Error> {
-        self.inner
-            .store
-            .get(id)
-            .await?
-            .ok_or(Error::AttachmentMissing)
-    }
-
-    /// Takes the store lock, its wait bounded by the async-io timer.
-    async fn lock(&self, id: &str) -> Result<LockGuard, Error> {
-        let wait = self.inner.lock_wait;
-        let lock = self.inner.store.lock(id, self.inner.lock_lease);
-        let timeout = async move {
-            Timer::after(wait).await;
-            Err(store_error(format!(
-                "the lock of attachment {id} was not free within {wait:?}"
-            )))
-        };
-        future::or(lock, timeout).await
-    }
-
-    /// One networked operation: lock, load, build, drive, store, settle.
-    async fn run<T, F>(&self, id: &str, build: F) -> Result<T, Error>
-    where
-        T: OperationOutput,
-        F: FnOnce(SurfaceAttachment, &InitCache) -> Result<Operation<T>, Error>,
-    {
-        let guard = self.lock(id).await?;
-        let record = self.load(id).await?;
-        // The operation reads the cache once, when it is built: no copy.
-        let mut op = build(record, &self.init_cache())?;
-        let mut stream = None;
-        if self.inner.config.transport.warm {
-            let slot = self
-                .inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(id);
-            if let Some((mut leg, warm_stream)) = slot {
-                if let Some(mut s) = warm_stream {
-                    s.drain_into(&mut leg);
-                    stream = Some(s);
-                }
-                op = op.with_warm_leg(leg);
-            }
-        }
-        let (mut outcome, stream) = driver::drive(&self.inner.ctx, op, stream).await;
-        if let Some(leg) = outcome.warm.take() {
-            self.inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id.to_owned(), (leg, stream));
-        }
-        let stored = match &outcome.record {
-            Some(record) => {
-                self.inner
-                    .store
-                    .put(record, Some(outcome.expected_generation))
-                    .await
-            }
-            None => Ok(()),
-        };
-        let result = outcome.settle(&mut self.init_cache(), stored);
-        guard.release();
-        result
+    async fn sleep(wait: Duration) {
+        Timer::after(wait).await;
     }
 }
 

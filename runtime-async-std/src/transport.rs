@@ -12,7 +12,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_io::Timer;
 use async_net::TcpStream;
@@ -28,14 +28,13 @@ use human_plus_core::{
 use rustls_pki_types::ServerName;
 use smol_hyper::rt::FuturesIo;
 
-use crate::resolve::Resolve;
+use human_plus_runtime::{NetSettings, Resolve};
 
 /// What every request of a manager shares.
+#[derive(Debug)]
 pub(crate) struct Context {
-    /// The rustls configuration, or why it could not be built.
-    pub(crate) tls: Result<Arc<rustls::ClientConfig>, Error>,
-    pub(crate) resolver: Arc<dyn Resolve>,
-    pub(crate) connect_timeout: Duration,
+    /// The TLS configuration, the resolver and the connect timeout.
+    pub(crate) net: NetSettings<dyn Resolve>,
 }
 
 /// The events of every request of one operation, in arrival order. Only
@@ -105,14 +104,8 @@ async fn perform(
     req: HttpRequest,
     queue: &EventQueue,
 ) -> Result<(), Error> {
-    tracing::debug!(
-        request = %req.id,
-        method = req.method.as_str(),
-        leg = ?req.leg,
-        url = %req.url,
-        "relay request"
-    );
-    let connect_deadline = Instant::now() + ctx.connect_timeout;
+    human_plus_runtime::log_request(&req);
+    let connect_deadline = Instant::now() + ctx.net.connect_timeout;
     let connecting = connect(ctx, endpoint);
     let timed_out = async move {
         Timer::at(connect_deadline).await;
@@ -120,7 +113,7 @@ async fn perform(
             TransportErrorKind::Timeout,
             format!(
                 "connecting to the relay took longer than {:?}",
-                ctx.connect_timeout
+                ctx.net.connect_timeout
             ),
         ))
     };
@@ -148,6 +141,7 @@ async fn vetted_addresses(ctx: &Context, endpoint: &RelayEndpoint) -> Result<Vec
     let addrs = match endpoint.resolved_literal() {
         Some(ip) => vec![ip],
         None => ctx
+            .net
             .resolver
             .resolve(endpoint.host(), endpoint.port())
             .await
@@ -248,7 +242,7 @@ async fn tls_handshake(
     endpoint: &RelayEndpoint,
     tcp: TcpStream,
 ) -> Result<futures_rustls::client::TlsStream<TcpStream>, Error> {
-    let config = ctx.tls.as_ref().map_err(Clone::clone)?;
+    let config = ctx.net.tls.as_ref().map_err(Clone::clone)?;
     // A name, or for an IP-literal host the IP server name.
     let name = ServerName::try_from(endpoint.host().to_owned()).map_err(|_| {
         transport(

@@ -8,11 +8,12 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Error, HttpEvent, HttpMethod, HttpRequest, Leg, Operation, OperationOutput, Outcome,
-    RelayEndpoint, RequestId, Transmit, TransportError, TransportErrorKind,
+    Error, HttpEvent, HttpMethod, HttpRequest, Operation, OperationOutput, Outcome, RelayEndpoint,
+    RequestId, Transmit, TransportError, TransportErrorKind,
 };
-use rustls::ClientConfig;
 use ureq::Agent;
+
+use human_plus_runtime::NetSettings;
 
 use crate::pool::Pool;
 use crate::resolve::{FailureSlot, Resolve, VettingResolver};
@@ -33,12 +34,11 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 const USER_AGENT: &str = concat!("human-plus-blocking/", env!("CARGO_PKG_VERSION"));
 
 /// The network half of a manager: TLS, DNS and the connect timeout.
+#[derive(Debug)]
 pub(crate) struct Net {
-    /// The rustls configuration, or why it could not be built (reported by
-    /// every `https` request).
-    pub(crate) tls: Result<Arc<ClientConfig>, Error>,
-    pub(crate) resolver: Arc<dyn Resolve>,
-    pub(crate) connect_timeout: Duration,
+    /// The TLS configuration (or why it could not be built, reported by
+    /// every `https` request), the resolver and the connect timeout.
+    pub(crate) settings: NetSettings<dyn Resolve>,
     /// The threads requests run on.
     pub(crate) pool: Pool,
 }
@@ -109,14 +109,6 @@ pub(crate) fn drive<T: OperationOutput>(net: &Arc<Net>, mut op: Operation<T>) ->
     }
 }
 
-fn leg_name(leg: Leg) -> &'static str {
-    match leg {
-        Leg::Post => "post",
-        Leg::Events => "events",
-        Leg::Poll => "poll",
-    }
-}
-
 /// Starts `req` on a request thread of the pool.
 fn spawn(
     net: &Arc<Net>,
@@ -124,13 +116,7 @@ fn spawn(
     req: HttpRequest,
     tx: SyncSender<Event>,
 ) -> std::io::Result<Arc<RequestCtl>> {
-    tracing::debug!(
-        request = %req.id,
-        method = req.method.as_str(),
-        leg = leg_name(req.leg),
-        url = %req.url,
-        "relay request"
-    );
+    human_plus_runtime::log_request(&req);
     let ctl = Arc::new(RequestCtl::default());
     let thread_ctl = Arc::clone(&ctl);
     let job_net = Arc::clone(net);
@@ -184,7 +170,7 @@ fn exchange(
     send: &dyn Fn(HttpEvent) -> bool,
 ) -> Result<(), Stop> {
     let tls = if endpoint.uses_tls() {
-        Some(net.tls.clone().map_err(Stop::Failed)?)
+        Some(net.settings.tls.clone().map_err(Stop::Failed)?)
     } else {
         None
     };
@@ -205,7 +191,7 @@ fn exchange(
         .max_redirects(0)
         .proxy(None)
         .timeout_global(Some(budget))
-        .timeout_connect(Some(net.connect_timeout))
+        .timeout_connect(Some(net.settings.connect_timeout))
         .user_agent(USER_AGENT)
         .build();
     // ureq logs the request line it is given (at TRACE, through `log`):
@@ -221,7 +207,7 @@ fn exchange(
     };
     let resolver = VettingResolver {
         endpoint: Arc::clone(endpoint),
-        resolver: Arc::clone(&net.resolver),
+        resolver: Arc::clone(&net.settings.resolver),
         failures: Arc::clone(&failures),
     };
     let agent = Agent::with_parts(config, connector, resolver);

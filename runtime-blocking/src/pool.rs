@@ -45,6 +45,14 @@ pub(crate) struct Pool {
     idle_timeout: Duration,
 }
 
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Pool {
     /// A pool whose idle threads end after `idle_timeout`.
     pub(crate) fn new(idle_timeout: Duration) -> Pool {

@@ -1,136 +1,20 @@
-//! DNS: the pluggable [`Resolve`] trait, its two implementations, and the
-//! ureq resolver that vets every answer through the core before ureq may
-//! connect to it.
+//! DNS: the system resolver, and the ureq resolver that vets every answer
+//! through the core before ureq may connect to it. The contract
+//! ([`Resolve`], the runtime crate's `ResolveBlocking`) and the fixed map
+//! for tests are shared.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use human_plus_core::{EgressRefusal, Error, RelayEndpoint, TransportError, TransportErrorKind};
+pub use human_plus_runtime::ResolveBlocking as Resolve;
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
-
-/// Name resolution, pluggable so tests (and deployments with their own DNS)
-/// can decide what a host name resolves to.
-///
-/// Whatever it answers is vetted by the core's egress policy
-/// ([`RelayEndpoint::vet_resolved`]) before any connection is made: a
-/// resolver cannot widen what the policy allows.
-///
-/// ```
-/// use std::net::IpAddr;
-/// use human_plus_blocking::{Resolve, StaticResolver};
-///
-/// let dns = StaticResolver::new().with("relay.test", ["127.0.0.1".parse::<IpAddr>()?]);
-/// assert_eq!(dns.resolve("relay.test", 443)?, ["127.0.0.1".parse::<IpAddr>()?]);
-/// assert!(dns.resolve("elsewhere.test", 443).is_err());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub trait Resolve: Send + Sync + 'static {
-    /// The addresses of `host` (a name; never an IP literal, which the
-    /// runtime uses as it is), for a connection to `port`.
-    ///
-    /// # Errors
-    /// Any failure to resolve; it becomes a transport error of kind
-    /// [`TransportErrorKind::Dns`].
-    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<IpAddr>>;
-}
-
-/// The operating system's resolver (`getaddrinfo` through
-/// [`std::net::ToSocketAddrs`]). The default.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemResolver;
-
-impl Resolve for SystemResolver {
-    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<IpAddr>> {
-        Ok((host, port)
-            .to_socket_addrs()?
-            .map(|addr| addr.ip())
-            .collect())
-    }
-}
-
-/// A fixed map from host name to addresses, for tests: a name it does not
-/// know fails to resolve (it never falls back to the system).
-///
-/// Names are compared case-insensitively.
-///
-/// ```
-/// use std::net::IpAddr;
-/// use human_plus_blocking::{Resolve, StaticResolver};
-///
-/// let mut dns = StaticResolver::new();
-/// dns.insert("Relay.Test", ["10.0.0.1".parse::<IpAddr>()?]);
-/// assert_eq!(dns.resolve("relay.test", 443)?.len(), 1);
-/// assert!(dns.lookup("elsewhere.test").is_none());
-///
-/// let dns: StaticResolver = [("relay.test", vec!["127.0.0.1".parse::<IpAddr>()?])].into_iter().collect();
-/// assert_eq!(dns.lookup("RELAY.test").map(<[IpAddr]>::len), Some(1));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct StaticResolver {
-    hosts: BTreeMap<String, Vec<IpAddr>>,
-}
-
-impl StaticResolver {
-    /// A resolver that knows no name.
-    #[must_use]
-    pub fn new() -> Self {
-        StaticResolver::default()
-    }
-
-    /// This resolver, with `host` (compared ASCII case-insensitively)
-    /// resolving to `addrs`, in that order, replacing any earlier entry.
-    #[must_use]
-    pub fn with(
-        mut self,
-        host: impl Into<String>,
-        addrs: impl IntoIterator<Item = IpAddr>,
-    ) -> Self {
-        self.insert(host, addrs);
-        self
-    }
-
-    /// Makes `host` resolve to `addrs` (in place).
-    pub fn insert(&mut self, host: impl Into<String>, addrs: impl IntoIterator<Item = IpAddr>) {
-        self.hosts.insert(
-            host.into().to_ascii_lowercase(),
-            addrs.into_iter().collect(),
-        );
-    }
-
-    /// What `host` resolves to, if it is known.
-    #[must_use]
-    pub fn lookup(&self, host: &str) -> Option<&[IpAddr]> {
-        self.hosts
-            .get(&host.to_ascii_lowercase())
-            .map(Vec::as_slice)
-    }
-}
-
-impl<H: Into<String>> FromIterator<(H, Vec<IpAddr>)> for StaticResolver {
-    fn from_iter<I: IntoIterator<Item = (H, Vec<IpAddr>)>>(iter: I) -> Self {
-        let mut resolver = StaticResolver::new();
-        for (host, addrs) in iter {
-            resolver.insert(host, addrs);
-        }
-        resolver
-    }
-}
-
-impl Resolve for StaticResolver {
-    fn resolve(&self, host: &str, _port: u16) -> io::Result<Vec<IpAddr>> {
-        self.lookup(host)
-            .map(<[IpAddr]>::to_vec)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "host not known"))
-    }
-}
 
 /// Resolves `host` through `resolver`, giving up after `budget`.
 ///
@@ -316,6 +200,7 @@ impl Resolver for VettingResolver {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use human_plus_runtime::StaticResolver;
 
     struct Slow;
 

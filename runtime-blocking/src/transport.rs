@@ -34,7 +34,9 @@ use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, Transport,
 };
 
-use crate::resolve::{FailureSlot, Resolve, SystemResolver, budget_of, resolve_within};
+use human_plus_runtime::SystemResolver;
+
+use crate::resolve::{FailureSlot, Resolve, budget_of, resolve_within};
 
 /// How long a blocked read or handshake step waits before it looks at the
 /// cancel flag again. A cancelled request's socket is also shut down, which

@@ -1,11 +1,20 @@
-//! # Host pieces every Human+ runtime shares
+//! # What every Human+ runtime shares
 //!
 //! The core is sans-IO; the runtime crates (`human-plus-tokio`,
 //! `human-plus-blocking`, `human-plus-async-std`) each drive it over their
-//! own sockets. What they share that is not protocol lives here, once: the
-//! operating system's entropy for ids and framing nonces, and the rustls
-//! client configuration (the `ring` provider chosen explicitly, webpki roots
-//! plus any roots the caller adds).
+//! own sockets. Everything above the core that is not I/O lives here,
+//! once:
+//!
+//! * the manager flow ([`HumanPlus`], and [`BlockingHumanPlus`] for
+//!   blocking code), its builder ([`HumanPlusBuilder`]) and the toolset
+//!   handles ([`HumanPlusToolset`], [`ToolHandle`]), generic over a
+//!   runtime's [`Driver`]: a runtime supplies its driver loop, its clock
+//!   and its timer, and nothing that decides;
+//! * the resolver contracts ([`Resolve`], [`ResolveBlocking`]) and a fixed
+//!   map for tests ([`StaticResolver`]);
+//! * the operating system's entropy for ids and framing nonces, and the
+//!   rustls client configuration (the `ring` provider chosen explicitly,
+//!   webpki roots plus any roots the caller adds).
 //!
 //! ```
 //! use human_plus_core::{Entropy, ResultGuard};
@@ -17,12 +26,69 @@
 //! assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+mod blocking;
+mod driver;
+mod manager;
+mod resolve;
+#[cfg(feature = "rig")]
+mod rig;
+mod toolset;
+
+pub use blocking::{BlockingHumanPlus, SyncStore, block_on};
+pub use driver::{
+    AsyncFlavour, BlockingFlavour, Drive, Driven, Driver, Flavour, KeptStream, ManagerOf,
+    NetSettings, ResolverOf,
+};
+pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder, Parts};
+pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};
+#[cfg(feature = "rig")]
+pub use rig::{Approve, rig_error};
+pub use toolset::{HumanPlusToolset, ToolHandle};
+
+/// The store every manager uses by default.
+pub use human_plus_store::InMemoryAttachmentStore;
+
+/// The names every runtime crate re-exports (`pub use
+/// human_plus_runtime::exports::*`), so all three speak one vocabulary:
+/// the core's types, the resolvers, the TLS roots, the in-memory store and
+/// the default timeouts.
+pub mod exports {
+    pub use human_plus_core::{
+        Activity, AttachmentState, CallResult, ConflictDetection, Discovery, EgressPolicy, Error,
+        ManagerConfig, NO_PINS, Owner, Participant, Priority, ReceiveLeg, RelayAuth, ResultGuard,
+        SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceTool, TransportConfig,
+        TrustPolicy,
+    };
+    pub use human_plus_store::{
+        DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
+    };
+
+    pub use crate::{DEFAULT_CONNECT_TIMEOUT, StaticResolver, SystemResolver, TlsRoots};
+}
 
 use std::sync::Arc;
 
 use human_plus_core::Entropy;
 use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
+
+/// Logs (at debug level) that a runtime starts `req`: its id, method, leg
+/// and redacted URL — never the token or a header. Every runtime logs each
+/// request through this, so the redaction rule of log lines is one.
+pub fn log_request(req: &human_plus_core::HttpRequest) {
+    tracing::debug!(
+        request = %req.id,
+        method = req.method.as_str(),
+        leg = ?req.leg,
+        url = %req.url,
+        "relay request"
+    );
+}
 
 /// The operating system's random source, as an [`Entropy`].
 ///
@@ -123,6 +189,53 @@ pub fn client_config(roots: &TlsRoots) -> Result<Arc<rustls::ClientConfig>, rust
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Declares a runtime crate's public manager names over its driver:
+/// `HumanPlus`, `HumanPlusBuilder`, `HumanPlusToolset` and `ToolHandle`,
+/// each over the in-memory store by default. `async Driver` names the
+/// async manager ([`HumanPlus`]), `blocking Driver` the blocking one
+/// ([`BlockingHumanPlus`]). The names are type aliases: every method is
+/// written once, here.
+///
+/// ```ignore
+/// human_plus_runtime::manager_names!(async Tokio);
+/// ```
+#[macro_export]
+macro_rules! manager_names {
+    (async $driver:ident) => {
+        $crate::manager_names!(@names $driver, $crate::HumanPlus<$driver, S>, "async");
+    };
+    (blocking $driver:ident) => {
+        $crate::manager_names!(@names $driver, $crate::BlockingHumanPlus<$driver, S>, "blocking");
+    };
+    (@names $driver:ident, $manager:ty, $flavour:literal) => {
+        #[doc = concat!(
+            "The Human+ manager of this runtime: the ", $flavour, " manager of `human_plus_runtime` over the [`",
+            stringify!($driver), "`] driver. It attaches an agent to surfaces and runs its operations, ",
+            "holding the attachment store's lock for each. Cheap to clone (an `Arc` inside), `Send + Sync`. ",
+            "`S` is the attachment store (the in-memory store by default)."
+        )]
+        pub type HumanPlus<S = $crate::InMemoryAttachmentStore> = $manager;
+
+        #[doc = concat!(
+            "Configures a [`HumanPlus`]: its store, TLS roots, resolver and timeouts (the builder of ",
+            "`human_plus_runtime` over the [`", stringify!($driver), "`] driver)."
+        )]
+        pub type HumanPlusBuilder<S = $crate::InMemoryAttachmentStore> =
+            $crate::HumanPlusBuilder<$driver, S>;
+
+        /// Turns an attachment's admitted tools into [`ToolHandle`]s (seed
+        /// 001, "With Prism and Harness"): each calls through
+        /// [`HumanPlus::call`], so trust, pins, revisions, refusals and
+        /// framing apply to every call. `requires_approval` comes only from
+        /// the caller's list, never from the surface's annotations.
+        pub type HumanPlusToolset<S = $crate::InMemoryAttachmentStore> =
+            $crate::HumanPlusToolset<HumanPlus<S>>;
+
+        /// One admitted surface tool, callable through [`HumanPlus::call`].
+        pub type ToolHandle<S = $crate::InMemoryAttachmentStore> = $crate::ToolHandle<HumanPlus<S>>;
+    };
 }
 
 #[cfg(test)]

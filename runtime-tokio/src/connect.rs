@@ -15,9 +15,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -27,14 +25,13 @@ use human_plus_core::{
 };
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio_rustls::TlsConnector;
 
-use crate::resolve::Resolve;
+use human_plus_runtime::{NetSettings, Resolve};
 
 /// A transport error of `kind`.
 pub(crate) fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
@@ -66,10 +63,9 @@ pub(crate) struct Connection {
 
 /// Opens connections: the resolver, the TLS configuration and the connect
 /// timeout. Shared by every request of every operation.
+#[derive(Debug)]
 pub(crate) struct Connector {
-    pub(crate) tls: Result<Arc<ClientConfig>, TransportError>,
-    pub(crate) resolver: Arc<dyn Resolve>,
-    pub(crate) connect_timeout: Duration,
+    pub(crate) net: NetSettings<dyn Resolve>,
 }
 
 impl Connector {
@@ -111,8 +107,8 @@ impl Connector {
             Some(ip) => vec![ip],
             None => {
                 let host = endpoint.host();
-                let lookup = self.resolver.resolve(host, endpoint.port());
-                match tokio::time::timeout(self.connect_timeout, lookup).await {
+                let lookup = self.net.resolver.resolve(host, endpoint.port());
+                match tokio::time::timeout(self.net.connect_timeout, lookup).await {
                     Ok(Ok(addrs)) => addrs,
                     Ok(Err(e)) => {
                         return Err(transport(
@@ -152,7 +148,7 @@ impl Connector {
     }
 
     async fn connect_tcp(&self, addr: SocketAddr) -> Result<TcpStream, Error> {
-        match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+        match tokio::time::timeout(self.net.connect_timeout, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 Ok(stream)
@@ -195,7 +191,7 @@ impl Connector {
     ) -> Result<Rewind<TcpStream>, Error> {
         // The proxy's own address is trusted configuration: system DNS.
         let connect = TcpStream::connect((proxy.host.as_str(), proxy.port));
-        let mut stream = match tokio::time::timeout(self.connect_timeout, connect).await {
+        let mut stream = match tokio::time::timeout(self.net.connect_timeout, connect).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 return Err(transport(
@@ -243,7 +239,7 @@ impl Connector {
                 }
             }
         };
-        let rest = match tokio::time::timeout(self.connect_timeout, handshake).await {
+        let rest = match tokio::time::timeout(self.net.connect_timeout, handshake).await {
             Ok(result) => result?,
             Err(_) => {
                 return Err(transport(
@@ -267,7 +263,7 @@ impl Connector {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        let config = self.tls.clone().map_err(Error::Transport)?;
+        let config = self.net.tls.clone()?;
         let name = ServerName::try_from(endpoint.host().to_owned()).map_err(|_| {
             transport(
                 TransportErrorKind::Tls,
@@ -278,7 +274,7 @@ impl Connector {
             )
         })?;
         let handshake = TlsConnector::from(config).connect(name, stream);
-        match tokio::time::timeout(self.connect_timeout, handshake).await {
+        match tokio::time::timeout(self.net.connect_timeout, handshake).await {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(e)) => Err(transport(
                 TransportErrorKind::Tls,

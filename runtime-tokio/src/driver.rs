@@ -16,6 +16,7 @@ use human_plus_core::{
     Error, HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, TransportErrorKind,
     WarmLeg,
 };
+use human_plus_runtime::KeptStream;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::Instrument;
@@ -63,12 +64,18 @@ impl Drop for InFlight {
     }
 }
 
-/// A warm attachment's open stream (request [`RequestId::WARM`]): its task
-/// keeps reading between operations, into its own channel. Dropping it
+/// A warm attachment's open stream (request [`RequestId::WARM`]) between
+/// operations: its task keeps reading, into its own channel. Dropping it
 /// closes the stream.
-pub(crate) struct WarmStream {
+pub struct WarmStream {
     task: JoinHandle<()>,
     rx: mpsc::Receiver<(RequestId, HttpEvent)>,
+}
+
+impl std::fmt::Debug for WarmStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmStream").finish_non_exhaustive()
+    }
 }
 
 impl Drop for WarmStream {
@@ -77,10 +84,10 @@ impl Drop for WarmStream {
     }
 }
 
-impl WarmStream {
+impl KeptStream for WarmStream {
     /// Feeds everything the stream delivered while no operation ran to
     /// `leg`; an ended task is the stream's end.
-    pub(crate) fn drain_into(&mut self, leg: &mut WarmLeg) {
+    fn drain_into(&mut self, leg: &mut WarmLeg) {
         while let Ok((_, event)) = self.rx.try_recv() {
             leg.handle_event(event, now());
         }

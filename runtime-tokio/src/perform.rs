@@ -42,13 +42,7 @@ pub(crate) async fn perform(
     tx: EventSender,
 ) {
     let events = Events { id: req.id, tx };
-    tracing::debug!(
-        request = %req.id,
-        method = req.method.as_str(),
-        leg = ?req.leg,
-        url = %req.url,
-        "relay request"
-    );
+    human_plus_runtime::log_request(&req);
     let deadline = tokio::time::Instant::from_std(req.deadline);
     let run = exchange(&connector, &endpoint, req, &events);
     match tokio::time::timeout_at(deadline, run).await {

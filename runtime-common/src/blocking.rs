@@ -1,0 +1,281 @@
+//! The manager for blocking code: the same flow as [`HumanPlus`], run to
+//! completion on the calling thread.
+//!
+//! A blocking runtime's driver performs every request and every store call
+//! on the thread that polls it, so its futures never wait on a reactor:
+//! [`block_on`] polls them on the calling thread (parking it, should one
+//! ever return pending). No async runtime is involved.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::Duration;
+
+use human_plus_core::{
+    Activity, CallResult, ConflictDetection, Discovery, Error, ManagerConfig, Owner, Participant,
+    SurfaceAttachment, SurfaceChanges, SurfaceInvitation,
+};
+use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachmentStore, LockGuard};
+
+use crate::driver::Driver;
+use crate::manager::{HumanPlus, HumanPlusBuilder, Parts};
+
+/// Runs `fut` to completion on the calling thread, parking it while the
+/// future is pending.
+///
+/// ```
+/// assert_eq!(human_plus_runtime::block_on(async { 1 + 1 }), 2);
+/// ```
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(out) => return out,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+/// A blocking [`AttachmentStore`] seen through the async store contract,
+/// for a manager whose futures run on the calling thread: each call blocks
+/// that thread, and the lock waits at most `wait` (the blocking contract's
+/// own bound).
+#[derive(Debug, Clone)]
+pub struct SyncStore<S> {
+    store: S,
+    wait: Duration,
+}
+
+impl<S> SyncStore<S> {
+    /// `store`, its lock waited for at most `wait`.
+    #[must_use]
+    pub fn new(store: S, wait: Duration) -> Self {
+        SyncStore { store, wait }
+    }
+
+    /// The blocking store.
+    #[must_use]
+    pub fn get_ref(&self) -> &S {
+        &self.store
+    }
+}
+
+impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
+    async fn get(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
+        self.store.get(id)
+    }
+
+    async fn put(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
+        self.store.put(record, expected)
+    }
+
+    async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
+        self.store.lock(id, lease, self.wait)
+    }
+}
+
+/// The Human+ manager for blocking code: attaches an agent to surfaces and
+/// runs its operations on the calling thread.
+///
+/// `human_plus_blocking::HumanPlus` is this type over the blocking driver.
+/// Cheap to clone and share between threads (everything is behind an
+/// `Arc`). Operations on one attachment are serialised by the store's lock;
+/// operations on different attachments run in parallel. Each method is
+/// [`HumanPlus`]'s, run to completion.
+pub struct BlockingHumanPlus<D: Driver, S = InMemoryAttachmentStore> {
+    inner: HumanPlus<D, SyncStore<S>>,
+}
+
+impl<D: Driver, S> Clone for BlockingHumanPlus<D, S> {
+    fn clone(&self) -> Self {
+        BlockingHumanPlus {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<D: Driver, S> std::fmt::Debug for BlockingHumanPlus<D, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl<D: Driver> BlockingHumanPlus<D, InMemoryAttachmentStore> {
+    /// A manager with an in-memory store, the webpki roots, the system
+    /// resolver and the default timeouts.
+    ///
+    /// Should the TLS configuration fail to build (it does not with the
+    /// bundled roots), every HTTPS request fails with a TLS transport error;
+    /// use [`BlockingHumanPlus::builder`] to see such an error up front.
+    #[must_use]
+    pub fn new(config: ManagerConfig) -> Self {
+        BlockingHumanPlus::from_parts(HumanPlusBuilder::new(config).parts())
+    }
+
+    /// A builder starting from the defaults of [`BlockingHumanPlus::new`].
+    #[must_use]
+    pub fn builder(config: ManagerConfig) -> HumanPlusBuilder<D> {
+        HumanPlusBuilder::new(config)
+    }
+}
+
+impl<D: Driver, S> BlockingHumanPlus<D, S> {
+    /// The manager made of `parts` (what [`Flavour::manager`](crate::Flavour::manager) does for a
+    /// blocking runtime): the store's lock is waited for at most
+    /// `parts.lock_wait`.
+    #[must_use]
+    pub fn from_parts(parts: Parts<D, S>) -> Self {
+        let wait = parts.lock_wait;
+        BlockingHumanPlus {
+            inner: HumanPlus::from_parts(Parts {
+                config: parts.config,
+                store: SyncStore::new(parts.store, wait),
+                driver: parts.driver,
+                connect_timeout: parts.connect_timeout,
+                lock_lease: parts.lock_lease,
+                lock_wait: wait,
+            }),
+        }
+    }
+
+    /// The manager's configuration.
+    #[must_use]
+    pub fn config(&self) -> &ManagerConfig {
+        self.inner.config()
+    }
+
+    /// The attachment store.
+    #[must_use]
+    pub fn store(&self) -> &S {
+        self.inner.store().get_ref()
+    }
+
+    /// The flow underneath, whose futures perform every request and store
+    /// call on the thread that polls them: poll them only where blocking is
+    /// fine (with [`block_on`]), never on an async executor's worker.
+    #[must_use]
+    pub fn manager(&self) -> &HumanPlus<D, SyncStore<S>> {
+        &self.inner
+    }
+}
+
+impl<D: Driver, S: AttachmentStore> BlockingHumanPlus<D, S> {
+    /// Validates `invitation` against the egress policy and stores a new
+    /// attachment for `owner`. No network.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::attach`].
+    pub fn attach<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<SurfaceAttachment, Error> {
+        block_on(self.inner.attach(owner, invitation, participant))
+    }
+
+    /// Initialises the MCP session if needed and lists the surface's tools
+    /// through the trust policy.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::tools`].
+    pub fn tools<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+    ) -> Result<Discovery, Error> {
+        block_on(self.inner.tools(owner, attachment))
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object, or null), pinned to
+    /// the attachment's last revision; the result is framed as untrusted
+    /// data.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::call`].
+    pub fn call<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> Result<CallResult, Error> {
+        block_on(self.inner.call(owner, attachment, tool, arguments))
+    }
+
+    /// Asks the surface's change feed what changed since the attachment's
+    /// revision, and who changed it.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::changes_since`].
+    pub fn changes_since<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+    ) -> Result<SurfaceChanges, Error> {
+        block_on(self.inner.changes_since(owner, attachment))
+    }
+
+    /// Tells the people on the surface what the agent is doing.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::announce`].
+    pub fn announce<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        activity: &Activity,
+    ) -> Result<(), Error> {
+        block_on(self.inner.announce(owner, attachment, activity))
+    }
+
+    /// What has been observed of the surface's conflict detection. No
+    /// network.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::conflict_detection`].
+    pub fn conflict_detection<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+    ) -> Result<ConflictDetection, Error> {
+        block_on(self.inner.conflict_detection(owner, attachment))
+    }
+
+    /// The attachment's record, in any state. No network.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::status`].
+    pub fn status<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+    ) -> Result<SurfaceAttachment, Error> {
+        block_on(self.inner.status(owner, attachment))
+    }
+
+    /// Detaches: the attachment becomes `detached`.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::detach`].
+    pub fn detach<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+    ) -> Result<SurfaceAttachment, Error> {
+        block_on(self.inner.detach(owner, attachment))
+    }
+}

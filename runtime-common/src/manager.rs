@@ -1,0 +1,685 @@
+//! The manager: the one flow every runtime runs, above the core and the
+//! store, generic over the runtime's [`Driver`].
+//!
+//! Every networked operation is the same steps: take the attachment's
+//! store lock (its wait bounded by the runtime's timer), load the record,
+//! build the core's [`Operation`] (reading the init cache once), hand it
+//! the warm leg kept from the last operation, drive it, keep the warm leg
+//! the outcome hands back, store the changed record with a compare-and-set
+//! on the generation it was loaded at, settle the init cache, release the
+//! lock. Those decisions are made here and nowhere else.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use human_plus_core::{
+    Activity, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig, Operation,
+    OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, StoreError, SurfaceAttachment,
+    SurfaceChanges, SurfaceInvitation, TransportError, TransportErrorKind, WarmLeg,
+};
+use human_plus_store::{
+    AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore,
+};
+use tracing::Instrument;
+
+use crate::driver::{Drive, Driver, Flavour, KeptStream, ManagerOf, NetSettings, ResolverOf};
+use crate::{OsEntropy, TlsRoots, client_config, os_entropy};
+
+/// The default bound on each connection step: 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a manager is made of, as its builder assembled it.
+#[derive(Debug)]
+pub struct Parts<D, S> {
+    /// The manager configuration.
+    pub config: ManagerConfig,
+    /// The attachment store.
+    pub store: S,
+    /// The runtime's driver.
+    pub driver: D,
+    /// The bound on each connection step the driver was built with.
+    pub connect_timeout: Duration,
+    /// How long an operation's store lock is leased.
+    pub lock_lease: Duration,
+    /// How long an operation waits for the store lock.
+    pub lock_wait: Duration,
+}
+
+/// The Human+ manager of an async runtime: attaches an agent to surfaces
+/// and runs its operations, holding the attachment store's lock for each.
+///
+/// `human_plus_tokio::HumanPlus` and `human_plus_async_std::HumanPlus` are
+/// this type over their runtime's driver. Cheap to clone (an [`Arc`]
+/// inside); `Send + Sync`; every future it returns is `Send`.
+///
+/// Each operation runs in a `human_plus.<operation>` tracing span
+/// (attachment id, tool, receive leg). The relay token never appears in a
+/// span, an event, an error or `Debug` output.
+pub struct HumanPlus<D: Driver, S = InMemoryAttachmentStore> {
+    inner: Arc<Inner<D, S>>,
+}
+
+/// A warm attachment's leg and open stream, between operations.
+type WarmSlot<D> = (WarmLeg, Option<<D as Driver>::Stream>);
+
+struct Inner<D: Driver, S> {
+    config: ManagerConfig,
+    store: S,
+    driver: D,
+    init: Mutex<InitCache>,
+    /// Warm attachments' receive legs between operations (warm mode).
+    warm: Mutex<HashMap<String, WarmSlot<D>>>,
+    connect_timeout: Duration,
+    lock_lease: Duration,
+    lock_wait: Duration,
+}
+
+impl<D: Driver, S> Clone for HumanPlus<D, S> {
+    fn clone(&self) -> Self {
+        HumanPlus {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<D: Driver, S> fmt::Debug for HumanPlus<D, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HumanPlus")
+            .field("config", &self.inner.config)
+            .field("connect_timeout", &self.inner.connect_timeout)
+            .field("lock_lease", &self.inner.lock_lease)
+            .field("lock_wait", &self.inner.lock_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> HumanPlus<D, InMemoryAttachmentStore> {
+    /// A manager with an in-memory store, the webpki roots, the system
+    /// resolver and the default timeouts.
+    ///
+    /// Should the TLS configuration fail to build (it does not with the
+    /// bundled roots), every HTTPS request fails with a TLS transport error;
+    /// use [`HumanPlus::builder`] to see such an error up front.
+    #[must_use]
+    pub fn new(config: ManagerConfig) -> Self {
+        HumanPlus::from_parts(HumanPlusBuilder::new(config).parts())
+    }
+
+    /// A builder starting from the defaults of [`HumanPlus::new`].
+    #[must_use]
+    pub fn builder(config: ManagerConfig) -> HumanPlusBuilder<D> {
+        HumanPlusBuilder::new(config)
+    }
+}
+
+impl<D: Driver, S> HumanPlus<D, S> {
+    /// The manager made of `parts` (what [`Flavour::manager`] does for an
+    /// async runtime). Warm mode is turned off when the driver cannot keep
+    /// a stream between operations.
+    #[must_use]
+    pub fn from_parts(parts: Parts<D, S>) -> Self {
+        let mut config = parts.config;
+        if !<D::Stream as KeptStream>::KEPT {
+            config.transport.warm = false;
+        }
+        HumanPlus {
+            inner: Arc::new(Inner {
+                config,
+                store: parts.store,
+                driver: parts.driver,
+                init: Mutex::new(InitCache::new()),
+                warm: Mutex::new(HashMap::new()),
+                connect_timeout: parts.connect_timeout,
+                lock_lease: parts.lock_lease,
+                lock_wait: parts.lock_wait,
+            }),
+        }
+    }
+
+    /// The manager's configuration.
+    #[must_use]
+    pub fn config(&self) -> &ManagerConfig {
+        &self.inner.config
+    }
+
+    /// The attachment store.
+    #[must_use]
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The runtime's driver.
+    #[must_use]
+    pub fn driver(&self) -> &D {
+        &self.inner.driver
+    }
+}
+
+/// The operations, for the names of their spans.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Tools,
+    Call,
+    ChangesSince,
+    Announce,
+    Detach,
+}
+
+fn leg_label(leg: &ReceiveLeg) -> &'static str {
+    match leg {
+        ReceiveLeg::Sse => "sse",
+        ReceiveLeg::FancyPoll { .. } => "fancy_poll",
+        ReceiveLeg::BrokerPoll { .. } => "broker_poll",
+    }
+}
+
+fn op_span(op: Op, attachment: &str, tool: &str, leg: &ReceiveLeg) -> tracing::Span {
+    let leg = leg_label(leg);
+    match op {
+        Op::Tools => tracing::info_span!("human_plus.tools", attachment = %attachment, leg),
+        Op::Call => {
+            tracing::info_span!("human_plus.call", attachment = %attachment, tool = %tool, leg)
+        }
+        Op::ChangesSince => {
+            tracing::info_span!("human_plus.changes_since", attachment = %attachment, leg)
+        }
+        Op::Announce => tracing::info_span!("human_plus.announce", attachment = %attachment, leg),
+        Op::Detach => tracing::info_span!("human_plus.detach", attachment = %attachment, leg),
+    }
+}
+
+/// What builds an [`Operation`] from the loaded record, the owner, the
+/// configuration, the init cache and the clock.
+trait Start<T>:
+    FnOnce(
+        SurfaceAttachment,
+        &OwnerKey,
+        &ManagerConfig,
+        &InitCache,
+        Instant,
+    ) -> Result<Operation<T>, Error>
+    + Send
+{
+}
+
+impl<T, F> Start<T> for F where
+    F: FnOnce(
+            SurfaceAttachment,
+            &OwnerKey,
+            &ManagerConfig,
+            &InitCache,
+            Instant,
+        ) -> Result<Operation<T>, Error>
+        + Send
+{
+}
+
+impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
+    /// Validates `invitation` against the egress policy, mints an
+    /// attachment for `participant`, owned by `owner`, and stores it. No
+    /// network.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOwner`], [`Error::EgressRefused`], or the store's.
+    pub fn attach<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> impl Future<Output = Result<SurfaceAttachment, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let span = tracing::info_span!(
+            "human_plus.attach",
+            attachment = tracing::field::Empty,
+            surface = invitation.surface_id(),
+        );
+        async move {
+            let owner = owner?;
+            let record = human_plus_core::attach(
+                &owner,
+                invitation,
+                participant,
+                &self.inner.config.egress,
+                &mut OsEntropy,
+            )?;
+            tracing::Span::current().record("attachment", record.id());
+            self.inner.store.put(&record, None).await?;
+            tracing::debug!("attached");
+            Ok(record)
+        }
+        .instrument(span)
+    }
+
+    /// Initialises the MCP session if needed, lists the surface's tools and
+    /// admits them through the trust policy (reserved confirmation tools
+    /// are always withheld): the admitted ones, and what was withheld.
+    ///
+    /// # Errors
+    /// [`Error::ToolRefused`] for undeclared trust (nothing is sent) or a
+    /// pin mismatch; the attachment's, the relay's and the transport's
+    /// errors.
+    pub fn tools<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<Discovery, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        self.operate(
+            Op::Tools,
+            owner,
+            attachment,
+            "",
+            |record, owner, config, init, now| {
+                Operation::tools(record, owner, config, init, os_entropy(), now)
+            },
+        )
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object, or null for `{}`),
+    /// pinned to the last revision seen; the result is framed as untrusted
+    /// data.
+    ///
+    /// # Errors
+    /// [`Error::SurfaceChangedUnderYou`] when the surface refused the pin
+    /// (nothing was applied; the message is written for the model to read);
+    /// [`Error::ToolRefused`], [`Error::ToolFailed`], the attachment's, the
+    /// relay's and the transport's errors.
+    pub fn call<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let name = tool.to_owned();
+        self.operate(
+            Op::Call,
+            owner,
+            attachment,
+            tool,
+            move |record, owner, config, init, now| {
+                Operation::call(
+                    record,
+                    owner,
+                    &name,
+                    arguments,
+                    config,
+                    init,
+                    os_entropy(),
+                    now,
+                )
+            },
+        )
+    }
+
+    /// Asks the surface's change feed what changed since the last revision
+    /// seen, and by whom.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::call`].
+    pub fn changes_since<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<SurfaceChanges, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        self.operate(
+            Op::ChangesSince,
+            owner,
+            attachment,
+            "",
+            |record, owner, config, init, now| {
+                Operation::changes_since(record, owner, config, init, os_entropy(), now)
+            },
+        )
+    }
+
+    /// Tells the people on the surface what the agent is doing (a
+    /// `notifications/human-plus/activity` notification).
+    ///
+    /// # Errors
+    /// The attachment's, the relay's and the transport's errors.
+    pub fn announce<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        activity: &Activity,
+    ) -> impl Future<Output = Result<(), Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let activity = activity.clone();
+        self.operate(
+            Op::Announce,
+            owner,
+            attachment,
+            "",
+            move |record, owner, config, _init, now| {
+                Operation::announce(record, owner, &activity, config, os_entropy(), now)
+            },
+        )
+    }
+
+    /// What has been observed of the surface's conflict detection. No
+    /// network, no lock.
+    ///
+    /// # Errors
+    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`],
+    /// [`Error::NotAttached`], or the store's.
+    pub fn conflict_detection<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<ConflictDetection, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let id = attachment.to_owned();
+        async move {
+            let owner = owner?;
+            let record = self.load(&id).await?;
+            human_plus_core::conflict_detection(&record, &owner)
+        }
+    }
+
+    /// The attachment, in any state. No network, no lock.
+    ///
+    /// # Errors
+    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`], or
+    /// the store's.
+    pub fn status<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<SurfaceAttachment, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let id = attachment.to_owned();
+        async move {
+            let owner = owner?;
+            let record = self.load(&id).await?;
+            human_plus_core::status(&record, &owner).cloned()
+        }
+    }
+
+    /// Leaves the surface: the attachment becomes `detached`. The relay
+    /// session (the person's page) stays alive unless
+    /// [`ManagerConfig::unregister_on_detach`] is set.
+    ///
+    /// # Errors
+    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`],
+    /// [`Error::NotAttached`], the store's, and with `unregister_on_detach`
+    /// the relay's.
+    pub fn detach<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<SurfaceAttachment, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        self.operate(
+            Op::Detach,
+            owner,
+            attachment,
+            "",
+            |record, owner, config, _init, now| {
+                Operation::detach(record, owner, config, os_entropy(), now)
+            },
+        )
+    }
+
+    async fn load(&self, id: &str) -> Result<SurfaceAttachment, Error> {
+        self.inner
+            .store
+            .get(id)
+            .await?
+            .ok_or(Error::AttachmentMissing)
+    }
+
+    /// A networked operation in its span: the owner is checked and
+    /// undeclared trust refused before the store is touched (the core
+    /// checks both again when the operation is built).
+    fn operate<'s, T, F>(
+        &'s self,
+        op: Op,
+        owner: Result<OwnerKey, Error>,
+        attachment: &str,
+        tool: &str,
+        start: F,
+    ) -> impl Future<Output = Result<T, Error>> + Send + use<'s, D, S, T, F>
+    where
+        T: OperationOutput + Send + 's,
+        F: Start<T> + 's,
+    {
+        let span = op_span(op, attachment, tool, &self.inner.config.transport.leg);
+        let id = attachment.to_owned();
+        let needs_trust = matches!(op, Op::Tools | Op::Call | Op::ChangesSince);
+        async move {
+            let owner = owner?;
+            if needs_trust {
+                self.inner.config.trust.assert_declared()?;
+            }
+            let result = self.locked(id, &owner, start).await;
+            if let Err(e) = &result {
+                tracing::debug!(code = e.code(), "operation failed");
+            }
+            result
+        }
+        .instrument(span)
+    }
+
+    /// The manager flow of every networked operation: take the store lock
+    /// for the whole operation, load the record, build the operation, hand
+    /// it the warm leg, drive it, keep the warm leg it hands back, store
+    /// the changed record with a compare-and-set on the loaded generation,
+    /// settle the init cache, release the lock.
+    async fn locked<T: OperationOutput + Send, F: Start<T>>(
+        &self,
+        id: String,
+        owner: &OwnerKey,
+        start: F,
+    ) -> Result<T, Error> {
+        let inner = &*self.inner;
+        let lock = async { Some(inner.store.lock(&id, inner.lock_lease).await) };
+        let wait = async {
+            D::sleep(inner.lock_wait).await;
+            None
+        };
+        let guard = match futures_lite::future::or(lock, wait).await {
+            Some(guard) => guard?,
+            None => {
+                return Err(Error::Store(StoreError::new(format!(
+                    "the lock of attachment {id} was not free within {:?}",
+                    inner.lock_wait
+                ))));
+            }
+        };
+        let record = self.load(&id).await?;
+        // The operation reads the cache once, when it is built: no copy.
+        let mut op = {
+            let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+            start(record, owner, &inner.config, &cache, D::now())?
+        };
+        let mut stream = None;
+        if inner.config.transport.warm {
+            let slot = inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            if let Some((mut leg, kept)) = slot {
+                if let Some(mut s) = kept {
+                    s.drain_into(&mut leg);
+                    stream = Some(s);
+                }
+                op = op.with_warm_leg(leg);
+            }
+        }
+        let (mut outcome, stream) = inner.driver.drive(Drive { op, stream }).await?;
+        if let Some(leg) = outcome.warm.take() {
+            inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id, (leg, stream));
+        }
+        let stored = match &outcome.record {
+            Some(record) => {
+                inner
+                    .store
+                    .put(record, Some(outcome.expected_generation))
+                    .await
+            }
+            None => Ok(()),
+        };
+        let result = {
+            let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+            outcome.settle(&mut cache, stored)
+        };
+        drop(guard);
+        result
+    }
+}
+
+/// Configures a manager: its store, TLS roots, resolver and timeouts.
+/// `human_plus_tokio::HumanPlusBuilder`, `human_plus_async_std::HumanPlusBuilder`
+/// and `human_plus_blocking::HumanPlusBuilder` are this type over their
+/// runtime's driver; [`HumanPlusBuilder::build`] makes that runtime's
+/// manager.
+pub struct HumanPlusBuilder<D: Driver, S = InMemoryAttachmentStore> {
+    config: ManagerConfig,
+    store: S,
+    roots: TlsRoots,
+    resolver: Arc<ResolverOf<D>>,
+    connect_timeout: Duration,
+    lock_lease: Duration,
+    lock_wait: Duration,
+}
+
+impl<D: Driver, S> fmt::Debug for HumanPlusBuilder<D, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HumanPlusBuilder")
+            .field("config", &self.config)
+            .field("roots", &self.roots)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("lock_lease", &self.lock_lease)
+            .field("lock_wait", &self.lock_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> HumanPlusBuilder<D, InMemoryAttachmentStore> {
+    /// A builder starting from an in-memory store, the webpki roots, the
+    /// system resolver and the default timeouts
+    /// ([`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_LEASE`],
+    /// [`DEFAULT_LOCK_WAIT`]).
+    #[must_use]
+    pub fn new(config: ManagerConfig) -> Self {
+        HumanPlusBuilder {
+            config,
+            store: InMemoryAttachmentStore::new(),
+            roots: TlsRoots::webpki(),
+            resolver: D::Flavour::system_resolver(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            lock_lease: DEFAULT_LEASE,
+            lock_wait: DEFAULT_LOCK_WAIT,
+        }
+    }
+}
+
+/// The TLS configuration error, as every runtime reports it.
+fn tls_error(e: &rustls::Error) -> Error {
+    Error::Transport(TransportError::new(
+        TransportErrorKind::Tls,
+        format!("the TLS client configuration could not be built: {e}"),
+    ))
+}
+
+impl<D: Driver, S> HumanPlusBuilder<D, S> {
+    /// Uses `store` for attachment records: an async store
+    /// (`AsyncAttachmentStore`) for the async runtimes, a blocking one
+    /// (`AttachmentStore`) for the blocking runtime.
+    #[must_use]
+    pub fn store<S2>(self, store: S2) -> HumanPlusBuilder<D, S2> {
+        HumanPlusBuilder {
+            config: self.config,
+            store,
+            roots: self.roots,
+            resolver: self.resolver,
+            connect_timeout: self.connect_timeout,
+            lock_lease: self.lock_lease,
+            lock_wait: self.lock_wait,
+        }
+    }
+
+    /// The certificate authorities trusted for the relay's TLS (default
+    /// [`TlsRoots::webpki`]).
+    #[must_use]
+    pub fn tls_roots(mut self, roots: TlsRoots) -> Self {
+        self.roots = roots;
+        self
+    }
+
+    /// The resolver for relay host names (default: the system's). Its
+    /// answers are vetted by the egress policy either way.
+    #[must_use]
+    pub fn resolver(mut self, resolver: Arc<ResolverOf<D>>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// The bound on each connection step: resolution, each TCP connection
+    /// attempt, the proxy's CONNECT answer, the TLS handshake (default
+    /// 10 s). Every request is also bounded by its exchange's deadline.
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long an operation's store lock is leased (default
+    /// [`DEFAULT_LEASE`]).
+    #[must_use]
+    pub fn lock_lease(mut self, lease: Duration) -> Self {
+        self.lock_lease = lease;
+        self
+    }
+
+    /// How long an operation waits for the store lock before failing with
+    /// [`Error::Store`] (default [`DEFAULT_LOCK_WAIT`]).
+    #[must_use]
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// Builds the runtime's manager, and its rustls configuration once.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] of kind TLS when a root cannot be used.
+    pub fn build(self) -> Result<ManagerOf<D, S>, Error> {
+        let tls = client_config(&self.roots).map_err(|e| tls_error(&e))?;
+        Ok(D::Flavour::manager(self.parts_with(Ok(tls))))
+    }
+
+    /// The parts, with a TLS configuration error deferred to every HTTPS
+    /// request (what the runtimes' `new` does).
+    pub(crate) fn parts(self) -> Parts<D, S> {
+        let tls = client_config(&self.roots).map_err(|e| tls_error(&e));
+        self.parts_with(tls)
+    }
+
+    fn parts_with(self, tls: Result<Arc<rustls::ClientConfig>, Error>) -> Parts<D, S> {
+        let driver = D::new(NetSettings {
+            tls,
+            resolver: self.resolver,
+            connect_timeout: self.connect_timeout,
+        });
+        Parts {
+            config: self.config,
+            store: self.store,
+            driver,
+            connect_timeout: self.connect_timeout,
+            lock_lease: self.lock_lease,
+            lock_wait: self.lock_wait,
+        }
+    }
+}
