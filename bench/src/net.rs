@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use human_plus_any::{AgentSetup, build_agent};
 use human_plus_core::{
-    CallResult, Discovery, EgressPolicy, Error, ManagerConfig, Participant, ReceiveLeg,
-    SurfaceAttachment, SurfaceInvitation, TransportConfig, TrustPolicy,
+    EgressPolicy, ManagerConfig, Participant, ReceiveLeg, SurfaceInvitation, TransportConfig,
+    TrustPolicy,
 };
 use human_plus_relay::{DemoSurface, RelayServer};
 use hyper::Request;
@@ -228,141 +229,9 @@ pub fn status_kib(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The receive legs measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LegKind {
-    /// SSE.
-    Sse,
-    /// The Fancy long-poll.
-    Poll,
-}
+pub use human_plus_any::LegKind;
 
-impl LegKind {
-    /// The core's leg.
-    #[must_use]
-    pub fn receive_leg(self) -> ReceiveLeg {
-        match self {
-            LegKind::Sse => ReceiveLeg::Sse,
-            LegKind::Poll => ReceiveLeg::FancyPoll {
-                wait: Duration::from_secs(20),
-            },
-        }
-    }
-
-    /// Its name in tables.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            LegKind::Sse => "sse",
-            LegKind::Poll => "fancy poll",
-        }
-    }
-}
-
-/// The runtimes measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuntimeKind {
-    /// human-plus-tokio.
-    Tokio,
-    /// human-plus-blocking.
-    Blocking,
-    /// human-plus-async-std (under async-io's executor).
-    AsyncStd,
-}
-
-impl RuntimeKind {
-    /// Its name in tables.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            RuntimeKind::Tokio => "tokio",
-            RuntimeKind::Blocking => "blocking",
-            RuntimeKind::AsyncStd => "async-std",
-        }
-    }
-}
-
-/// The manager API of every runtime, synchronously.
-pub trait Client {
-    /// `attach`
-    ///
-    /// # Errors
-    /// The manager's.
-    fn attach(
-        &self,
-        owner: &str,
-        invitation: SurfaceInvitation,
-        participant: Participant,
-    ) -> Result<SurfaceAttachment, Error>;
-    /// `tools`
-    ///
-    /// # Errors
-    /// The manager's.
-    fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error>;
-    /// `call`
-    ///
-    /// # Errors
-    /// The manager's.
-    fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error>;
-}
-
-macro_rules! forward_client {
-    ($ty:ty, |$s:ident, $e:ident| $wrap:expr) => {
-        impl Client for $ty {
-            fn attach(
-                &self,
-                owner: &str,
-                invitation: SurfaceInvitation,
-                participant: Participant,
-            ) -> Result<SurfaceAttachment, Error> {
-                let $s = self;
-                let $e = $s.hp.attach(owner, invitation, participant);
-                $wrap
-            }
-            fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error> {
-                let $s = self;
-                let $e = $s.hp.tools(owner, id);
-                $wrap
-            }
-            fn call(
-                &self,
-                owner: &str,
-                id: &str,
-                tool: &str,
-                args: Value,
-            ) -> Result<CallResult, Error> {
-                let $s = self;
-                let $e = $s.hp.call(owner, id, tool, args);
-                $wrap
-            }
-        }
-    };
-}
-
-struct TokioClient {
-    rt: tokio::runtime::Runtime,
-    hp: human_plus_tokio::HumanPlus,
-}
-
-forward_client!(TokioClient, |s, e| s.rt.block_on(e));
-
-struct BlockingClient {
-    hp: human_plus_blocking::HumanPlus,
-}
-
-forward_client!(BlockingClient, |s, e| {
-    let _ = s;
-    e
-});
-
-struct AsyncStdClient {
-    hp: human_plus_async_std::HumanPlus,
-}
-
-forward_client!(AsyncStdClient, |s, e| {
-    let _ = s;
-    async_io::block_on(e)
-});
+pub use human_plus_any::{Agent as Client, RuntimeKind};
 
 /// A client of `kind` over a manager built from `config` (tokio: a
 /// multi-threaded runtime with two workers, as the conformance suite runs
@@ -372,22 +241,9 @@ forward_client!(AsyncStdClient, |s, e| {
 /// When the runtime cannot be built.
 #[must_use]
 pub fn client(kind: RuntimeKind, config: ManagerConfig) -> Box<dyn Client> {
-    match kind {
-        RuntimeKind::Tokio => Box::new(TokioClient {
-            rt: tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("runtime: {e}")),
-            hp: human_plus_tokio::HumanPlus::new(config),
-        }),
-        RuntimeKind::Blocking => Box::new(BlockingClient {
-            hp: human_plus_blocking::HumanPlus::new(config),
-        }),
-        RuntimeKind::AsyncStd => Box::new(AsyncStdClient {
-            hp: human_plus_async_std::HumanPlus::new(config),
-        }),
-    }
+    let mut setup = AgentSetup::new(config);
+    setup.tokio_workers = 2;
+    build_agent(kind, setup).unwrap_or_else(|e| panic!("runtime: {e}"))
 }
 
 /// The participant every benchmark agent joins as.

@@ -57,36 +57,7 @@ pub enum Command {
     Mcp(McpArgs),
 }
 
-/// Which runtime crate drives the relay traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum RuntimeKind {
-    /// `human-plus-tokio` (hyper + rustls).
-    #[default]
-    Tokio,
-    /// `human-plus-blocking` (ureq, a pooled thread per request).
-    Blocking,
-    /// `human-plus-async-std` (async-io / async-net).
-    AsyncStd,
-}
-
-impl RuntimeKind {
-    /// Every runtime.
-    pub const ALL: [RuntimeKind; 3] = [
-        RuntimeKind::Tokio,
-        RuntimeKind::Blocking,
-        RuntimeKind::AsyncStd,
-    ];
-
-    /// The name used on the command line.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuntimeKind::Tokio => "tokio",
-            RuntimeKind::Blocking => "blocking",
-            RuntimeKind::AsyncStd => "async-std",
-        }
-    }
-}
+pub use human_plus_any::RuntimeKind;
 
 /// How replies come back from the relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]

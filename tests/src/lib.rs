@@ -18,45 +18,22 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
+use human_plus_any::{AgentSetup, RuntimeKind, build_agent};
 use human_plus_core::{
-    Activity, CallResult, ConflictDetection, Discovery, EgressPolicy, Entropy, Error,
-    ManagerConfig, Participant, ReceiveLeg, SurfaceAttachment, SurfaceChanges, SurfaceInvitation,
-    TransportConfig, TrustPolicy,
+    EgressPolicy, Entropy, ManagerConfig, ReceiveLeg, SurfaceInvitation, TransportConfig,
+    TrustPolicy,
 };
 use human_plus_relay::{
     DemoSurface, Faults, GeneratedCert, RelayHandle, RelayServer, RevisionMode, SurfaceLeg,
     TlsConfig,
 };
 use human_plus_runtime::{OsEntropy, TlsRoots};
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The manager API of every runtime, synchronously.
-pub trait Client: Send + Sync {
-    /// `attach`
-    fn attach(
-        &self,
-        owner: &str,
-        invitation: SurfaceInvitation,
-        participant: Participant,
-    ) -> Result<SurfaceAttachment, Error>;
-    /// `tools`
-    fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error>;
-    /// `call`
-    fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error>;
-    /// `changes_since`
-    fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error>;
-    /// `announce`
-    fn announce(&self, owner: &str, id: &str, activity: &Activity) -> Result<(), Error>;
-    /// `conflict_detection`
-    fn conflict_detection(&self, owner: &str, id: &str) -> Result<ConflictDetection, Error>;
-    /// `status`
-    fn status(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
-    /// `detach`
-    fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
-}
+/// The manager API of every runtime, synchronously: the `human-plus-any`
+/// facade.
+pub use human_plus_any::Agent as Client;
 
 /// What a client is built from.
 #[derive(Clone)]
@@ -72,166 +49,40 @@ pub struct Setup {
 /// A runtime under test.
 pub trait Runtime {
     /// Its name.
-    const NAME: &'static str;
-    /// A client over a manager built from `setup`.
-    fn client(setup: Setup) -> Box<dyn Client>;
-}
-
-macro_rules! forward_client {
-    ($ty:ty, |$s:ident, $e:ident| $wrap:expr) => {
-        impl Client for $ty {
-            fn attach(
-                &self,
-                owner: &str,
-                invitation: SurfaceInvitation,
-                participant: Participant,
-            ) -> Result<SurfaceAttachment, Error> {
-                let $s = self;
-                let $e = $s.hp.attach(owner, invitation, participant);
-                $wrap
-            }
-            fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error> {
-                let $s = self;
-                let $e = $s.hp.tools(owner, id);
-                $wrap
-            }
-            fn call(
-                &self,
-                owner: &str,
-                id: &str,
-                tool: &str,
-                args: Value,
-            ) -> Result<CallResult, Error> {
-                let $s = self;
-                let $e = $s.hp.call(owner, id, tool, args);
-                $wrap
-            }
-            fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error> {
-                let $s = self;
-                let $e = $s.hp.changes_since(owner, id);
-                $wrap
-            }
-            fn announce(&self, owner: &str, id: &str, activity: &Activity) -> Result<(), Error> {
-                let $s = self;
-                let $e = $s.hp.announce(owner, id, activity);
-                $wrap
-            }
-            fn conflict_detection(
-                &self,
-                owner: &str,
-                id: &str,
-            ) -> Result<ConflictDetection, Error> {
-                let $s = self;
-                let $e = $s.hp.conflict_detection(owner, id);
-                $wrap
-            }
-            fn status(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error> {
-                let $s = self;
-                let $e = $s.hp.status(owner, id);
-                $wrap
-            }
-            fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error> {
-                let $s = self;
-                let $e = $s.hp.detach(owner, id);
-                $wrap
-            }
-        }
-    };
+    const NAME: &'static str = Self::KIND.as_str();
+    /// Which runtime it is.
+    const KIND: RuntimeKind;
+    /// A client over a manager built from `setup` (tokio: a multi-threaded
+    /// runtime with two workers).
+    fn client(setup: Setup) -> Box<dyn Client> {
+        let mut agent = AgentSetup::new(setup.config);
+        agent.roots = setup.roots;
+        agent.hosts = setup.hosts;
+        agent.tokio_workers = 2;
+        build_agent(Self::KIND, agent).unwrap()
+    }
 }
 
 /// The tokio runtime.
 pub struct Tokio;
 
-struct TokioClient {
-    rt: tokio::runtime::Runtime,
-    hp: human_plus_tokio::HumanPlus,
-}
-
-forward_client!(TokioClient, |s, e| s.rt.block_on(e));
-
 impl Runtime for Tokio {
-    const NAME: &'static str = "tokio";
-    fn client(setup: Setup) -> Box<dyn Client> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let mut b = human_plus_tokio::HumanPlus::builder(setup.config).tls_roots(setup.roots);
-        if !setup.hosts.is_empty() {
-            b = b.resolver(Arc::new(
-                setup
-                    .hosts
-                    .into_iter()
-                    .collect::<human_plus_tokio::StaticResolver>(),
-            ));
-        }
-        Box::new(TokioClient {
-            rt,
-            hp: b.build().unwrap(),
-        })
-    }
+    const KIND: RuntimeKind = RuntimeKind::Tokio;
 }
 
 /// The blocking runtime.
 pub struct Blocking;
 
-struct BlockingClient {
-    hp: human_plus_blocking::HumanPlus,
-}
-
-forward_client!(BlockingClient, |s, e| {
-    let _ = s;
-    e
-});
-
 impl Runtime for Blocking {
-    const NAME: &'static str = "blocking";
-    fn client(setup: Setup) -> Box<dyn Client> {
-        let mut b = human_plus_blocking::HumanPlus::builder(setup.config).tls_roots(setup.roots);
-        if !setup.hosts.is_empty() {
-            b = b.resolver(Arc::new(
-                setup
-                    .hosts
-                    .into_iter()
-                    .collect::<human_plus_blocking::StaticResolver>(),
-            ));
-        }
-        Box::new(BlockingClient {
-            hp: b.build().unwrap(),
-        })
-    }
+    const KIND: RuntimeKind = RuntimeKind::Blocking;
 }
 
 /// The async-std runtime (driven by async-io's executor here; its own
 /// tests run it under async-std's and smol's executors).
 pub struct AsyncStd;
 
-struct AsyncStdClient {
-    hp: human_plus_async_std::HumanPlus,
-}
-
-forward_client!(AsyncStdClient, |s, e| {
-    let _ = s;
-    async_io::block_on(e)
-});
-
 impl Runtime for AsyncStd {
-    const NAME: &'static str = "async-std";
-    fn client(setup: Setup) -> Box<dyn Client> {
-        let mut b = human_plus_async_std::HumanPlus::builder(setup.config).tls_roots(setup.roots);
-        if !setup.hosts.is_empty() {
-            b = b.resolver(Arc::new(
-                setup
-                    .hosts
-                    .into_iter()
-                    .collect::<human_plus_async_std::StaticResolver>(),
-            ));
-        }
-        Box::new(AsyncStdClient {
-            hp: b.build().unwrap(),
-        })
-    }
+    const KIND: RuntimeKind = RuntimeKind::AsyncStd;
 }
 
 /// How the suite's environment is set up.
@@ -640,27 +491,7 @@ pub fn assert_no_token<E: std::fmt::Debug + std::fmt::Display>(e: &E, token: &st
     assert!(!format!("{e:?}").contains(token), "token in Debug");
 }
 
-/// The receive legs every scenario runs over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LegKind {
-    /// SSE.
-    Sse,
-    /// The Fancy relay's long-poll.
-    Poll,
-}
-
-impl LegKind {
-    /// The core's receive leg.
-    #[must_use]
-    pub fn receive_leg(self) -> ReceiveLeg {
-        match self {
-            LegKind::Sse => ReceiveLeg::Sse,
-            LegKind::Poll => ReceiveLeg::FancyPoll {
-                wait: Duration::from_secs(20),
-            },
-        }
-    }
-}
+pub use human_plus_any::LegKind;
 
 /// Cells of a sheet, as a map, for assertions.
 #[must_use]

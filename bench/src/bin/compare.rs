@@ -469,7 +469,7 @@ fn e2e(opts: &Opts) {
                 }
                 let _ = floor_rt.block_on(floor.operation(leg));
             }
-            let name = format!("{}{}", kind.name(), if warm { " (warm)" } else { "" });
+            let name = format!("{}{}", kind.as_str(), if warm { " (warm)" } else { "" });
             let mut hp = Series::new(name.clone());
             let mut fl = Series::new("floor".into());
             let mut fl1 = Series::new("floor 1".into());
@@ -501,7 +501,7 @@ fn e2e(opts: &Opts) {
             let (h50, h99, f50, f99, g50) =
                 (hp.p(50.0), hp.p(99.0), fl.p(50.0), fl.p(99.0), fl1.p(50.0));
             let over = h50.as_secs_f64() / f50.as_secs_f64();
-            let key = format!("{} {}", kind.name(), leg.name());
+            let key = format!("{} {}", kind.as_str(), leg.name());
             match cold_warm.iter_mut().find(|r| r.0 == key) {
                 Some(r) if warm => (r.3, r.4) = (us(h50), over),
                 None if !warm => cold_warm.push((key, us(h50), over, f64::NAN, f64::NAN)),

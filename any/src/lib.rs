@@ -1,0 +1,364 @@
+//! # The three Human+ runtimes behind one synchronous interface
+//!
+//! `human-plus-tokio`, `human-plus-blocking` and `human-plus-async-std`
+//! expose the same manager, written once in `human-plus-runtime`. This
+//! crate picks one at run time ([`RuntimeKind`]) and makes it synchronous
+//! ([`Agent`]): tokio on a runtime of its own, async-std's driver under
+//! `async_io::block_on`, the blocking driver on the calling thread. The
+//! `human-plus` command, the conformance suite and the benchmarks all drive
+//! the runtimes through it. No protocol rule and no manager step lives
+//! here.
+//!
+//! ```
+//! use human_plus_any::{AgentSetup, RuntimeKind, build_agent};
+//! use human_plus_core::{EgressPolicy, ManagerConfig, TrustPolicy};
+//!
+//! for kind in RuntimeKind::ALL {
+//!     let config = ManagerConfig::new(
+//!         EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128"),
+//!         TrustPolicy::undeclared(),
+//!     );
+//!     let agent = build_agent(kind, AgentSetup::new(config))?;
+//!     assert_eq!(agent.runtime(), kind);
+//!     // Trust was never declared: refused before anything is sent.
+//!     assert_eq!(agent.tools("owner", "surface_x").unwrap_err().code(), "tool_refused");
+//! }
+//! # Ok::<(), human_plus_core::Error>(())
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use human_plus_core::{
+    Activity, CallResult, ConflictDetection, Discovery, Error, ManagerConfig, Participant,
+    ReceiveLeg, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError,
+    TransportErrorKind,
+};
+use human_plus_runtime::{
+    Driver, HumanPlus, HumanPlusBuilder, Resolve, ResolveBlocking, ResolverOf, StaticResolver,
+    TlsRoots,
+};
+use human_plus_store::{AsyncAttachmentStore, InMemoryAttachmentStore};
+use serde_json::Value;
+
+/// Which runtime an [`Agent`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RuntimeKind {
+    /// `human-plus-tokio` (hyper + rustls).
+    #[default]
+    Tokio,
+    /// `human-plus-blocking` (ureq, a pooled thread per request).
+    Blocking,
+    /// `human-plus-async-std` (async-io / async-net).
+    AsyncStd,
+}
+
+impl RuntimeKind {
+    /// Every runtime.
+    pub const ALL: [RuntimeKind; 3] = [
+        RuntimeKind::Tokio,
+        RuntimeKind::Blocking,
+        RuntimeKind::AsyncStd,
+    ];
+
+    /// Its name, as on the command line and in tables.
+    ///
+    /// ```
+    /// assert_eq!(human_plus_any::RuntimeKind::AsyncStd.as_str(), "async-std");
+    /// ```
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Tokio => "tokio",
+            RuntimeKind::Blocking => "blocking",
+            RuntimeKind::AsyncStd => "async-std",
+        }
+    }
+}
+
+impl fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The two receive legs of the Fancy relay, as the suite and the
+/// benchmarks run them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LegKind {
+    /// SSE.
+    Sse,
+    /// The Fancy relay's long-poll (20 s wait).
+    Poll,
+}
+
+impl LegKind {
+    /// Both legs.
+    pub const ALL: [LegKind; 2] = [LegKind::Sse, LegKind::Poll];
+
+    /// The core's receive leg.
+    ///
+    /// ```
+    /// use human_plus_any::LegKind;
+    /// assert_eq!(LegKind::Sse.receive_leg(), human_plus_core::ReceiveLeg::Sse);
+    /// ```
+    #[must_use]
+    pub fn receive_leg(self) -> ReceiveLeg {
+        match self {
+            LegKind::Sse => ReceiveLeg::Sse,
+            LegKind::Poll => ReceiveLeg::FancyPoll {
+                wait: Duration::from_secs(20),
+            },
+        }
+    }
+
+    /// Its name in tables.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            LegKind::Sse => "sse",
+            LegKind::Poll => "fancy poll",
+        }
+    }
+}
+
+/// What an [`Agent`] is built from.
+#[derive(Debug, Clone)]
+pub struct AgentSetup {
+    /// The manager configuration (egress, transport, trust, framing).
+    pub config: ManagerConfig,
+    /// The TLS roots.
+    pub roots: TlsRoots,
+    /// A fixed name → addresses map for the resolver; empty for the system
+    /// resolver. Whatever it answers is vetted by the egress policy.
+    pub hosts: Vec<(String, Vec<IpAddr>)>,
+    /// The bound on each connection step.
+    pub connect_timeout: Duration,
+    /// The tokio runtime's worker threads: 0 for a current-thread runtime
+    /// (the command), more for a multi-threaded one (tests, benchmarks).
+    pub tokio_workers: usize,
+}
+
+impl AgentSetup {
+    /// A setup with the bundled roots, the system resolver, a 10 s connect
+    /// timeout and a current-thread tokio runtime.
+    #[must_use]
+    pub fn new(config: ManagerConfig) -> Self {
+        AgentSetup {
+            config,
+            roots: TlsRoots::webpki(),
+            hosts: Vec::new(),
+            connect_timeout: human_plus_runtime::DEFAULT_CONNECT_TIMEOUT,
+            tokio_workers: 0,
+        }
+    }
+}
+
+/// The manager API of every runtime, synchronously. Each method is the
+/// runtime's method of the same name, run to completion.
+pub trait Agent: Send + Sync {
+    /// Which runtime this is.
+    fn runtime(&self) -> RuntimeKind;
+    /// `attach`: validates the invitation and mints an attachment. No
+    /// network.
+    ///
+    /// # Errors
+    /// As the runtime's `attach`.
+    fn attach(
+        &self,
+        owner: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<SurfaceAttachment, Error>;
+    /// `tools`
+    ///
+    /// # Errors
+    /// As the runtime's `tools`.
+    fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error>;
+    /// `call`
+    ///
+    /// # Errors
+    /// As the runtime's `call`.
+    fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error>;
+    /// `changes_since`
+    ///
+    /// # Errors
+    /// As the runtime's `changes_since`.
+    fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error>;
+    /// `announce`
+    ///
+    /// # Errors
+    /// As the runtime's `announce`.
+    fn announce(&self, owner: &str, id: &str, activity: &Activity) -> Result<(), Error>;
+    /// `conflict_detection`
+    ///
+    /// # Errors
+    /// As the runtime's `conflict_detection`.
+    fn conflict_detection(&self, owner: &str, id: &str) -> Result<ConflictDetection, Error>;
+    /// `status`
+    ///
+    /// # Errors
+    /// As the runtime's `status`.
+    fn status(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
+    /// `detach`
+    ///
+    /// # Errors
+    /// As the runtime's `detach`.
+    fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
+    /// The manager's attachment store.
+    fn store(&self) -> &InMemoryAttachmentStore;
+}
+
+/// Runs a manager's futures to completion.
+trait Exec: Send + Sync {
+    fn run<F: Future>(&self, fut: F) -> F::Output;
+}
+
+/// tokio: a runtime of the agent's own.
+struct OnTokio(tokio::runtime::Runtime);
+
+impl Exec for OnTokio {
+    fn run<F: Future>(&self, fut: F) -> F::Output {
+        self.0.block_on(fut)
+    }
+}
+
+/// async-std's driver: async-io's reactor and `block_on`.
+struct OnAsyncIo;
+
+impl Exec for OnAsyncIo {
+    fn run<F: Future>(&self, fut: F) -> F::Output {
+        async_io::block_on(fut)
+    }
+}
+
+/// The blocking driver: its futures run on the calling thread.
+struct OnThread;
+
+impl Exec for OnThread {
+    fn run<F: Future>(&self, fut: F) -> F::Output {
+        human_plus_runtime::block_on(fut)
+    }
+}
+
+/// A runtime's manager and what runs it: the one implementation of
+/// [`Agent`].
+struct Run<D: Driver, S, X> {
+    kind: RuntimeKind,
+    manager: HumanPlus<D, S>,
+    exec: X,
+    records: InMemoryAttachmentStore,
+}
+
+impl<D: Driver, S: AsyncAttachmentStore, X: Exec> Agent for Run<D, S, X> {
+    fn runtime(&self) -> RuntimeKind {
+        self.kind
+    }
+    fn attach(
+        &self,
+        owner: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<SurfaceAttachment, Error> {
+        self.exec
+            .run(self.manager.attach(owner, invitation, participant))
+    }
+    fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error> {
+        self.exec.run(self.manager.tools(owner, id))
+    }
+    fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error> {
+        self.exec.run(self.manager.call(owner, id, tool, args))
+    }
+    fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error> {
+        self.exec.run(self.manager.changes_since(owner, id))
+    }
+    fn announce(&self, owner: &str, id: &str, activity: &Activity) -> Result<(), Error> {
+        self.exec.run(self.manager.announce(owner, id, activity))
+    }
+    fn conflict_detection(&self, owner: &str, id: &str) -> Result<ConflictDetection, Error> {
+        self.exec.run(self.manager.conflict_detection(owner, id))
+    }
+    fn status(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error> {
+        self.exec.run(self.manager.status(owner, id))
+    }
+    fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error> {
+        self.exec.run(self.manager.detach(owner, id))
+    }
+    fn store(&self) -> &InMemoryAttachmentStore {
+        &self.records
+    }
+}
+
+/// The runtime's builder, configured from `setup`.
+fn builder<D: Driver>(
+    setup: AgentSetup,
+    resolver: Option<Arc<ResolverOf<D>>>,
+) -> HumanPlusBuilder<D> {
+    let builder = HumanPlusBuilder::<D>::new(setup.config)
+        .tls_roots(setup.roots)
+        .connect_timeout(setup.connect_timeout);
+    match resolver {
+        Some(resolver) => builder.resolver(resolver),
+        None => builder,
+    }
+}
+
+/// Builds the manager of `kind` from `setup`.
+///
+/// # Errors
+/// [`Error::Transport`] when the TLS configuration cannot be built (a bad
+/// root), or the tokio runtime cannot start.
+pub fn build_agent(kind: RuntimeKind, setup: AgentSetup) -> Result<Box<dyn Agent>, Error> {
+    let hosts =
+        (!setup.hosts.is_empty()).then(|| setup.hosts.iter().cloned().collect::<StaticResolver>());
+    Ok(match kind {
+        RuntimeKind::Tokio => {
+            let workers = setup.tokio_workers;
+            let resolver = hosts.map(|r| Arc::new(r) as Arc<dyn Resolve>);
+            let manager = builder::<human_plus_tokio::Tokio>(setup, resolver).build()?;
+            let mut rt = if workers == 0 {
+                tokio::runtime::Builder::new_current_thread()
+            } else {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(workers);
+                b
+            };
+            let rt = rt.enable_all().build().map_err(|e| {
+                Error::Transport(TransportError::new(
+                    TransportErrorKind::Io,
+                    format!("the tokio runtime could not start: {e}"),
+                ))
+            })?;
+            Box::new(Run {
+                kind,
+                records: manager.store().clone(),
+                manager,
+                exec: OnTokio(rt),
+            })
+        }
+        RuntimeKind::Blocking => {
+            let resolver = hosts.map(|r| Arc::new(r) as Arc<dyn ResolveBlocking>);
+            let blocking = builder::<human_plus_blocking::Blocking>(setup, resolver).build()?;
+            Box::new(Run {
+                kind,
+                records: blocking.store().clone(),
+                manager: blocking.manager().clone(),
+                exec: OnThread,
+            })
+        }
+        RuntimeKind::AsyncStd => {
+            let resolver = hosts.map(|r| Arc::new(r) as Arc<dyn Resolve>);
+            let manager = builder::<human_plus_async_std::AsyncIo>(setup, resolver).build()?;
+            Box::new(Run {
+                kind,
+                records: manager.store().clone(),
+                manager,
+                exec: OnAsyncIo,
+            })
+        }
+    })
+}
