@@ -200,9 +200,16 @@ const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to
 /// A usage failure for a missing token or unreadable files; a failure of
 /// class 5/6/9 when the relay refuses the page.
 pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
+    if args.web {
+        return crate::web_demo::surface(args);
+    }
+    let session = args
+        .session
+        .as_deref()
+        .ok_or_else(|| Failure::usage("--session is required without --web"))?;
     let token = read_token(args.token_file.as_deref())?;
     let rt = runtime()?;
-    let mut builder = DemoSurface::builder(&args.relay, &args.session, token)
+    let mut builder = DemoSurface::builder(&args.relay, session, token)
         .leg(match args.transport {
             Transport::Sse => SurfaceLeg::Sse,
             Transport::Poll => SurfaceLeg::Poll,
@@ -246,7 +253,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
     let page = Arc::new(page);
     say(&format!(
         "The demo sheet is open in session {} at revision {}.\n{}{PAGE_HELP}",
-        printable(&args.session),
+        printable(session),
         page.revision(),
         grid(&page.cells())
     ));
