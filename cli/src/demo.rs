@@ -244,24 +244,7 @@ fn story(
         Ok(_) => return Err(unexpected("the stale write")),
     }
 
-    // 7. The change feed.
-    n.screen(7, "The change feed: defer to the person");
-    let changes = agent
-        .changes_since(OWNER, &id)
-        .map_err(|e| step_failed("the change feed", &e))?;
-    n.line(&changes.describe());
-    let defer = changes.defer_to();
-    if defer.is_empty() {
-        return Err(unexpected("the change feed"));
-    }
-    for c in defer {
-        n.line(&format!(
-            "{}  {} by {}: re-read it, do not correct it",
-            printable(c.handle()),
-            c.kind().as_str(),
-            c.actor().as_str()
-        ));
-    }
+    change_feed(n, agent.as_ref(), &id)?;
 
     // 8. Re-read and a successful write.
     n.screen(8, "Re-read, then write where the person is not");
@@ -362,6 +345,28 @@ pub(crate) fn describe_activity(a: &Value) -> String {
         text(&a["target"]),
         text(&a["priority"])
     )
+}
+
+/// Screen 7: the change feed, and whom to defer to.
+pub(crate) fn change_feed(n: &mut Narrator, agent: &dyn Agent, id: &str) -> Result<(), Failure> {
+    n.screen(7, "The change feed: defer to the person");
+    let changes = agent
+        .changes_since(OWNER, id)
+        .map_err(|e| step_failed("the change feed", &e))?;
+    n.line(&changes.describe());
+    let defer = changes.defer_to();
+    if defer.is_empty() {
+        return Err(unexpected("the change feed"));
+    }
+    for c in defer {
+        n.line(&format!(
+            "{}  {} by {}: re-read it, do not correct it",
+            printable(c.handle()),
+            c.kind().as_str(),
+            c.actor().as_str()
+        ));
+    }
+    Ok(())
 }
 
 fn hostile(n: &mut Narrator, args: &DemoArgs, session: &str, token: &str) -> Result<(), Failure> {

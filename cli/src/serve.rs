@@ -18,7 +18,7 @@ use crate::args::{RelayArgs, Revisions, SurfaceArgs, Transport};
 use crate::connect::{read_ca, read_token};
 use crate::exit::{Failure, printable};
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -26,7 +26,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::internal(format!("the tokio runtime could not start: {e}")))
 }
 
-fn say(text: &str) {
+pub(crate) fn say(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();

@@ -1,7 +1,7 @@
 //! `human-plus surface --web` and `human-plus demo --web`: the person's
 //! page in a real browser (the page itself is [`crate::web`]).
 
-use std::io::{BufRead as _, Write as _};
+use std::io::BufRead as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,11 @@ use serde_json::json;
 use crate::agent::{AgentSetup, build_agent};
 use crate::args::{DemoArgs, SurfaceArgs, Transport};
 use crate::connect::receive_leg;
-use crate::demo::{ALLOW, Narrator, OWNER, discover, internal, step_failed, unexpected};
+use crate::demo::{
+    ALLOW, Narrator, OWNER, change_feed, discover, internal, step_failed, unexpected,
+};
 use crate::exit::{Failure, printable};
+use crate::serve::{runtime, say};
 use crate::style::{Style, indent};
 use crate::web::{PageConfig, PageServer, PageTransport};
 
@@ -25,20 +28,6 @@ pub const WEB_SURFACE_ID: &str = "sheet:web";
 
 /// How long `demo --web` waits for a browser, and then for the person.
 const WAIT_FOR_PERSON: Duration = Duration::from_secs(15 * 60);
-
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::internal(format!("the tokio runtime could not start: {e}")))
-}
-
-fn say(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-}
 
 fn page_transport(transport: Transport) -> PageTransport {
     match transport {
@@ -315,23 +304,7 @@ fn story(
         Ok(_) => return Err(unexpected("the stale write")),
     }
 
-    n.screen(7, "The change feed: defer to the person");
-    let changes = agent
-        .changes_since(OWNER, &id)
-        .map_err(|e| step_failed("the change feed", &e))?;
-    n.line(&changes.describe());
-    let defer = changes.defer_to();
-    if defer.is_empty() {
-        return Err(unexpected("the change feed"));
-    }
-    for c in defer {
-        n.line(&format!(
-            "{}  {} by {}: re-read it, do not correct it",
-            printable(c.handle()),
-            c.kind().as_str(),
-            c.actor().as_str()
-        ));
-    }
+    change_feed(n, agent.as_ref(), &id)?;
 
     n.screen(8, "Re-read, then write where the person is not");
     let qty = agent
