@@ -27,7 +27,7 @@ use human_plus_core::{
     Activity, ChangeActor, EgressPolicy, Error, ManagerConfig, NO_PINS, Participant, Priority,
     ReceiveLeg, SurfaceInvitation, TransportConfig, TrustPolicy,
 };
-use human_plus_relay::{DemoSurface, Faults, Leg, RelayHandle, RelayServer};
+use human_plus_relay::{CorsPolicy, DemoSurface, Faults, Leg, RelayHandle, RelayServer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -463,10 +463,13 @@ impl Peer {
     }
 }
 
+/// Where the mid-story screenshot goes: `HUMAN_PLUS_SCREENSHOT` (relative
+/// to the workspace root), else the target directory.
 fn screenshot_path() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     std::env::var_os("HUMAN_PLUS_SCREENSHOT").map_or_else(
         || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-sheet.png"),
-        PathBuf::from,
+        |p| root.join(p),
     )
 }
 
@@ -505,6 +508,7 @@ async fn the_page_in_a_real_browser() {
 
     story(&browser, &relay, &url).await;
     fallback(&browser, &relay, &url).await;
+    cors_is_enforced(&browser).await;
 
     // The token never reached the page server's output.
     while let Ok(line) = server.lines.try_recv() {
@@ -713,6 +717,29 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
     browser.wait_cell("D4", "14.40").await;
     browser.save_screenshot(&screenshot_path()).await;
 
+    // The command the page shows for an agent on this machine works as
+    // shown (run as `tools`, which shares every flag with `mcp` and exits).
+    let shown = browser.text("inv-command").await;
+    let words: Vec<&str> = shown.split_whitespace().collect();
+    assert_eq!(
+        &words[..3],
+        ["HUMAN_PLUS_TOKEN=<the", "token>", "human-plus"],
+        "{shown}"
+    );
+    assert_eq!(words[3], "mcp");
+    let mut args = vec!["tools".to_owned()];
+    args.extend(words[4..].iter().map(|w| (*w).to_owned()));
+    let secret = token.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::run(&args, Some(&secret))
+    })
+    .await
+    .unwrap();
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("sheet_set_cell"), "{}", run.stdout);
+    run.assert_no_secret(&token);
+
     bad_input(browser, relay, &session, &token).await;
 
     // The agent still works after all that.
@@ -877,6 +904,38 @@ async fn fallback(browser: &Browser, relay: &RelayHandle, url: &str) {
     // Gone, on the poll leg.
     assert!(relay.drop_session(&session));
     browser.wait_state("gone").await;
+}
+
+/// The page is cross-origin to the relay: a relay whose CORS list leaves
+/// the page's origin out is one the page cannot use at all.
+async fn cors_is_enforced(browser: &Browser) {
+    let relay = RelayServer::builder()
+        .cors(CorsPolicy::parse("http://127.0.0.1:1").unwrap())
+        .start()
+        .await
+        .unwrap();
+    let mut server = Proc::spawn(&[
+        "surface",
+        "--web",
+        "--relay",
+        relay.base_url(),
+        "--port",
+        "0",
+    ]);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+    browser.client.goto(&url).await.unwrap();
+    browser.wait_state("failed").await;
+    assert!(
+        browser
+            .text("status")
+            .await
+            .contains("could not be reached")
+    );
+    assert!(
+        relay.sessions().is_empty(),
+        "the preflight stopped the register"
+    );
+    relay.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
