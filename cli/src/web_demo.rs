@@ -28,6 +28,9 @@ pub const WEB_SURFACE_ID: &str = "sheet:web";
 
 /// How long `demo --web` waits for a browser, and then for the person.
 const WAIT_FOR_PERSON: Duration = Duration::from_secs(15 * 60);
+/// How long the relay stays up after the session ends, so the page hears
+/// the 410 (an event stream reconnects after 2 s).
+const SESSION_END_GRACE: Duration = Duration::from_secs(5);
 
 fn page_transport(transport: Transport) -> PageTransport {
     match transport {
@@ -377,10 +380,16 @@ fn story(
         .map_err(|e| step_failed("detach", &e))?;
     n.line("The agent detaches; your session stays open.");
     n.buf.push_str(
-        "\nPress Enter (or Ctrl-C) to stop the relay and the page server; the page then shows that its relay is gone.\n",
+        "\nPress Enter (or Ctrl-C) to end the session and stop the relay and the page server.\n",
     );
     n.flush();
     wait_for_enter(rt);
+    // End the session the way a relay does (streams end, parked polls
+    // return, then 410), and give the page a moment to say so: its event
+    // stream reconnects after the relay's `retry: 2000`.
+    relay.drop_session(&invitation.session);
+    say("The session has ended on the relay; the page says so.\n");
+    rt.block_on(async { tokio::time::sleep(SESSION_END_GRACE).await });
     Ok(())
 }
 

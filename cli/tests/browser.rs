@@ -968,9 +968,20 @@ async fn demo_web_plays_the_story_in_a_browser() {
         .await;
     demo.expect("D4 = 14.40 (B4 x C4), pinned to r2: applied, the sheet is at r3.")
         .await;
-    demo.expect("Done in").await;
+    demo.expect("The session has ended on the relay; the page says so.")
+        .await;
+    browser.wait_state("gone").await;
     let status = demo.child.wait().unwrap();
+    // What it printed last, to the end.
+    while let Ok(line) = demo.lines.recv_timeout(Duration::from_secs(5)) {
+        demo.seen.push(line);
+    }
     assert!(status.success(), "{status:?}: {:#?}", demo.seen);
+    assert!(
+        demo.seen.iter().any(|l| l.starts_with("Done in")),
+        "{:#?}",
+        demo.seen
+    );
     browser
         .wait_log(
             "Refused sheet_set_cell B4 = 8 pinned to r1: the sheet is at r2. Nothing was applied.",

@@ -139,6 +139,11 @@ export class RelayChannel {
     this.leg = "poll";
     let backoff = 250;
     let announced = false;
+    let healthy = false;
+    const trouble = (info) => {
+      healthy = false;
+      this.h.state("reconnecting", info);
+    };
     while (!this.ended) {
       const wait = announced ? POLL_WAIT_MS : 0;
       let response;
@@ -149,7 +154,7 @@ export class RelayChannel {
         });
       } catch {
         if (this.ended) return;
-        this.h.state("reconnecting", "the relay could not be reached");
+        trouble("the relay could not be reached");
         await sleep(backoff);
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
         continue;
@@ -157,7 +162,7 @@ export class RelayChannel {
       if (response.status === 410) return this.end("gone");
       if (response.status === 401) return this.end("unauthorized");
       if (response.status !== 200) {
-        this.h.state("reconnecting", "the poll leg answered HTTP " + response.status);
+        trouble("the poll leg answered HTTP " + response.status);
         await sleep(backoff);
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
         continue;
@@ -173,8 +178,9 @@ export class RelayChannel {
         continue;
       }
       backoff = 250;
-      if (!announced) {
-        announced = true;
+      announced = true;
+      if (!healthy) {
+        healthy = true;
         this.h.state("poll", why);
       }
       if (body && typeof body.subscriber === "string" && /^[a-f0-9]{16}$/.test(body.subscriber)) {
