@@ -30,12 +30,13 @@ pub enum Command {
     /// Run a relay and a demo sheet in-process on loopback and narrate the
     /// whole story: hostile invitations refused, trust, discovery, a stale
     /// write refused, the change feed, a successful write. Needs nothing set
-    /// up.
+    /// up. With --web, the story plays in your browser and you are the
+    /// person.
     Demo(DemoArgs),
     /// Run a local Fancy-compatible relay until Ctrl-C (for dogfooding).
     Relay(RelayArgs),
     /// Open the demo sheet as a person's page on a relay; type edits such as
-    /// `B4=12` on stdin.
+    /// `B4=12` on stdin, or, with --web, serve it as a page for a browser.
     Surface(SurfaceArgs),
     /// Print the digests of tool definitions (offline): one definition, a
     /// list, a `tools/list` result or a JSON-RPC reply carrying one.

@@ -558,6 +558,22 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
             .await,
         "password"
     );
+    // Copy says honestly whether the browser let it copy.
+    browser
+        .client
+        .find(Locator::Id("copy-token"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until(
+            "an answer from Copy",
+            "const t = document.getElementById('copied').textContent; \
+             return t === 'The token is on the clipboard.' || t.startsWith('This browser did not allow copying')",
+        )
+        .await;
 
     // The agent, on the tokio runtime, attached with what the page shows.
     let hp = agent(port, ReceiveLeg::Sse);

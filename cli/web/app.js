@@ -104,21 +104,25 @@ class Page {
   }
 
   async copy(text, what) {
+    let copied = false;
     try {
       await navigator.clipboard.writeText(text);
+      copied = true;
     } catch {
       const area = el("textarea", { style: { position: "fixed", opacity: "0" } });
       area.value = text;
       document.body.append(area);
       area.select();
       try {
-        document.execCommand("copy");
+        copied = document.execCommand("copy");
       } catch {
-        // nothing more to try
+        copied = false;
       }
       area.remove();
     }
-    $("copied").textContent = `The ${what} is on the clipboard.`;
+    $("copied").textContent = copied
+      ? `The ${what} is on the clipboard.`
+      : "This browser did not allow copying: press Show, then select the token and copy it.";
   }
 
   // --------------------------------------------------------------- sheet
