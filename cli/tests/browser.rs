@@ -15,9 +15,11 @@
 
 mod common;
 
+use std::future::Future;
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -65,7 +67,7 @@ fn find_program(env: &str, names: &[&str]) -> Option<PathBuf> {
 
 struct Browser {
     client: Client,
-    driver: Child,
+    driver: std::sync::Mutex<Child>,
     profile: PathBuf,
 }
 
@@ -139,15 +141,19 @@ impl Browser {
             .expect("a WebDriver session with headless Chromium");
         Some(Browser {
             client,
-            driver: child,
+            driver: std::sync::Mutex::new(child),
             profile,
         })
     }
 
-    async fn close(mut self) {
+    /// Ends the WebDriver session (chromedriver then ends Chromium) and
+    /// chromedriver.
+    async fn close(&self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        if let Ok(mut driver) = self.driver.lock() {
+            let _ = driver.kill();
+            let _ = driver.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 
@@ -489,12 +495,34 @@ async fn tool_digests(
 
 // ------------------------------------------------------------------ tests
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_page_in_a_real_browser() {
+/// Runs `test` with a browser (or skips), and closes the browser however
+/// the test ends, so a failing test leaves no Chromium behind.
+async fn with_browser<F, Fut>(test: F)
+where
+    F: FnOnce(Arc<Browser>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let _one = ONE_BROWSER.lock().await;
     let Some(browser) = Browser::start().await else {
         return;
     };
+    let browser = Arc::new(browser);
+    let outcome = tokio::spawn(test(Arc::clone(&browser))).await;
+    browser.close().await;
+    if let Err(e) = outcome {
+        match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => panic!("the test task ended: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_in_a_real_browser() {
+    with_browser(|browser| async move { page_story(&browser).await }).await;
+}
+
+async fn page_story(browser: &Browser) {
     let relay = RelayServer::builder().start().await.unwrap();
     let mut server = Proc::spawn(&[
         "surface",
@@ -506,9 +534,9 @@ async fn the_page_in_a_real_browser() {
     ]);
     let url = Proc::url(&server.expect("The web sheet is served at").await);
 
-    story(&browser, &relay, &url).await;
-    fallback(&browser, &relay, &url).await;
-    cors_is_enforced(&browser).await;
+    story(browser, &relay, &url).await;
+    fallback(browser, &relay, &url).await;
+    cors_is_enforced(browser).await;
 
     // The token never reached the page server's output.
     while let Ok(line) = server.lines.try_recv() {
@@ -520,7 +548,6 @@ async fn the_page_in_a_real_browser() {
         server.seen
     );
     drop(server);
-    browser.close().await;
     relay.shutdown().await;
 }
 
@@ -956,10 +983,10 @@ async fn cors_is_enforced(browser: &Browser) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_web_plays_the_story_in_a_browser() {
-    let _one = ONE_BROWSER.lock().await;
-    let Some(browser) = Browser::start().await else {
-        return;
-    };
+    with_browser(|browser| async move { demo_story(&browser).await }).await;
+}
+
+async fn demo_story(browser: &Browser) {
     let mut demo = Proc::spawn(&["demo", "--web"]);
     let url = Proc::url(&demo.expect("in a browser. Waiting for the page").await);
     browser.client.goto(&url).await.unwrap();
@@ -1013,5 +1040,4 @@ async fn demo_web_plays_the_story_in_a_browser() {
         !demo.seen.iter().any(|l| l.contains(token)),
         "the token never reaches the terminal"
     );
-    browser.close().await;
 }
