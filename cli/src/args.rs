@@ -30,12 +30,13 @@ pub enum Command {
     /// Run a relay and a demo sheet in-process on loopback and narrate the
     /// whole story: hostile invitations refused, trust, discovery, a stale
     /// write refused, the change feed, a successful write. Needs nothing set
-    /// up.
+    /// up. With --web, the story plays in your browser and you are the
+    /// person.
     Demo(DemoArgs),
     /// Run a local Fancy-compatible relay until Ctrl-C (for dogfooding).
     Relay(RelayArgs),
     /// Open the demo sheet as a person's page on a relay; type edits such as
-    /// `B4=12` on stdin.
+    /// `B4=12` on stdin, or, with --web, serve it as a page for a browser.
     Surface(SurfaceArgs),
     /// Print the digests of tool definitions (offline): one definition, a
     /// list, a `tools/list` result or a JSON-RPC reply carrying one.
@@ -104,6 +105,15 @@ pub struct DemoArgs {
     /// Which runtime crate drives the traffic.
     #[arg(long, value_enum, default_value_t)]
     pub runtime: RuntimeKind,
+    /// Play the story against the web sheet in your browser: start the
+    /// relay and the page server, print the page's URL, wait for a browser
+    /// to open it, and ask you to type into the cell.
+    #[arg(long)]
+    pub web: bool,
+    /// With --web: the page server's port on 127.0.0.1 (0, the default,
+    /// picks a free one).
+    #[arg(long, default_value_t = 0, requires = "web")]
+    pub port: u16,
 }
 
 /// `relay` options.
@@ -142,26 +152,41 @@ pub struct SurfaceArgs {
     /// The relay's base URL, e.g. http://127.0.0.1:8787.
     #[arg(long, value_name = "URL")]
     pub relay: String,
-    /// The session id to register ([A-Za-z0-9_-]{4,64}).
-    #[arg(long, value_name = "ID")]
-    pub session: String,
+    /// The session id to register ([A-Za-z0-9_-]{4,64}). Not with --web:
+    /// the page mints its own.
+    #[arg(
+        long,
+        value_name = "ID",
+        required_unless_present = "web",
+        conflicts_with = "web"
+    )]
+    pub session: Option<String>,
     /// Read the session token from this file (else HUMAN_PLUS_TOKEN).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "web")]
     pub token_file: Option<PathBuf>,
+    /// Serve the sheet as a web page for a browser instead of the terminal
+    /// page: it mints and registers its own session and shows the
+    /// invitation to hand to an agent.
+    #[arg(long)]
+    pub web: bool,
+    /// With --web: the page server's port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 8788, requires = "web")]
+    pub port: u16,
     /// The page's receive leg.
     #[arg(long, value_enum, default_value_t)]
     pub transport: Transport,
-    /// How the sheet treats revisions.
-    #[arg(long, value_enum, default_value_t)]
+    /// How the sheet treats revisions (terminal page only).
+    #[arg(long, value_enum, default_value_t, conflicts_with = "web")]
     pub revisions: Revisions,
-    /// Offer no change feed (`changes_since`).
-    #[arg(long)]
+    /// Offer no change feed (`changes_since`; terminal page only).
+    #[arg(long, conflicts_with = "web")]
     pub no_change_feed: bool,
-    /// Leave the actor off change-feed rows.
-    #[arg(long)]
+    /// Leave the actor off change-feed rows (terminal page only).
+    #[arg(long, conflicts_with = "web")]
     pub no_feed_attribution: bool,
-    /// Trust this PEM CA certificate for an https relay.
-    #[arg(long, value_name = "PEM")]
+    /// Trust this PEM CA certificate for an https relay (terminal page
+    /// only: a browser trusts what the browser trusts).
+    #[arg(long, value_name = "PEM", conflicts_with = "web")]
     pub ca_cert: Option<PathBuf>,
 }
 

@@ -21,10 +21,10 @@ use crate::exit::{Failure, printable};
 use crate::style::{Style, indent};
 
 /// The owner of the demo's attachments.
-const OWNER: &str = "demo-conversation";
+pub(crate) const OWNER: &str = "demo-conversation";
 
 /// The tools the demo trusts; the confirmation tool is listed on purpose.
-const ALLOW: [&str; 4] = [
+pub(crate) const ALLOW: [&str; 4] = [
     "sheet_get_cell",
     "sheet_set_cell",
     "changes_since",
@@ -42,13 +42,13 @@ pub fn random_hex(bytes: usize) -> String {
     hex(&buf)
 }
 
-struct Narrator {
-    style: Style,
-    buf: String,
+pub(crate) struct Narrator {
+    pub(crate) style: Style,
+    pub(crate) buf: String,
 }
 
 impl Narrator {
-    fn screen(&mut self, n: u32, title: &str) {
+    pub(crate) fn screen(&mut self, n: u32, title: &str) {
         self.flush();
         self.buf.push_str(&format!(
             "\n{}\n",
@@ -56,12 +56,12 @@ impl Narrator {
         ));
     }
 
-    fn line(&mut self, text: &str) {
+    pub(crate) fn line(&mut self, text: &str) {
         self.buf.push_str(&indent(text, 3));
         self.buf.push('\n');
     }
 
-    fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(self.buf.as_bytes());
         let _ = out.flush();
@@ -69,17 +69,17 @@ impl Narrator {
     }
 }
 
-fn internal(what: &str) -> impl Fn(&dyn std::fmt::Display) -> Failure + '_ {
+pub(crate) fn internal(what: &str) -> impl Fn(&dyn std::fmt::Display) -> Failure + '_ {
     move |e| Failure::internal(format!("{what}: {e}"))
 }
 
-fn step_failed(step: &str, e: &Error) -> Failure {
+pub(crate) fn step_failed(step: &str, e: &Error) -> Failure {
     let mut f = Failure::from_error(e, &crate::exit::Context::default());
     f.message = format!("the demo failed at \"{step}\": {}", f.message);
     f
 }
 
-fn unexpected(step: &str) -> Failure {
+pub(crate) fn unexpected(step: &str) -> Failure {
     Failure::internal(format!(
         "the demo failed at \"{step}\": the outcome was not the one the story needs"
     ))
@@ -90,6 +90,9 @@ fn unexpected(step: &str) -> Failure {
 /// # Errors
 /// The failure to report (exit 1 when the in-process relay cannot start).
 pub fn run(args: &DemoArgs) -> Result<(), Failure> {
+    if args.web {
+        return crate::web_demo::run(args);
+    }
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -241,24 +244,7 @@ fn story(
         Ok(_) => return Err(unexpected("the stale write")),
     }
 
-    // 7. The change feed.
-    n.screen(7, "The change feed: defer to the person");
-    let changes = agent
-        .changes_since(OWNER, &id)
-        .map_err(|e| step_failed("the change feed", &e))?;
-    n.line(&changes.describe());
-    let defer = changes.defer_to();
-    if defer.is_empty() {
-        return Err(unexpected("the change feed"));
-    }
-    for c in defer {
-        n.line(&format!(
-            "{}  {} by {}: re-read it, do not correct it",
-            printable(c.handle()),
-            c.kind().as_str(),
-            c.actor().as_str()
-        ));
-    }
+    change_feed(n, agent.as_ref(), &id)?;
 
     // 8. Re-read and a successful write.
     n.screen(8, "Re-read, then write where the person is not");
@@ -347,7 +333,7 @@ fn story(
     Ok(())
 }
 
-fn describe_activity(a: &Value) -> String {
+pub(crate) fn describe_activity(a: &Value) -> String {
     let text = |v: &Value| v.as_str().map(printable).unwrap_or_default();
     let actor = &a["actor"];
     format!(
@@ -359,6 +345,28 @@ fn describe_activity(a: &Value) -> String {
         text(&a["target"]),
         text(&a["priority"])
     )
+}
+
+/// Screen 7: the change feed, and whom to defer to.
+pub(crate) fn change_feed(n: &mut Narrator, agent: &dyn Agent, id: &str) -> Result<(), Failure> {
+    n.screen(7, "The change feed: defer to the person");
+    let changes = agent
+        .changes_since(OWNER, id)
+        .map_err(|e| step_failed("the change feed", &e))?;
+    n.line(&changes.describe());
+    let defer = changes.defer_to();
+    if defer.is_empty() {
+        return Err(unexpected("the change feed"));
+    }
+    for c in defer {
+        n.line(&format!(
+            "{}  {} by {}: re-read it, do not correct it",
+            printable(c.handle()),
+            c.kind().as_str(),
+            c.actor().as_str()
+        ));
+    }
+    Ok(())
 }
 
 fn hostile(n: &mut Narrator, args: &DemoArgs, session: &str, token: &str) -> Result<(), Failure> {
@@ -420,7 +428,7 @@ fn hostile(n: &mut Narrator, args: &DemoArgs, session: &str, token: &str) -> Res
     Ok(())
 }
 
-fn discover(n: &mut Narrator, agent: &dyn Agent, id: &str) -> Result<(), Failure> {
+pub(crate) fn discover(n: &mut Narrator, agent: &dyn Agent, id: &str) -> Result<(), Failure> {
     n.screen(3, "Tools discovered from the surface's own tools/list");
     let d = agent
         .tools(OWNER, id)

@@ -30,6 +30,8 @@ pub mod mcp;
 pub mod probe;
 pub mod serve;
 pub mod style;
+pub mod web;
+pub mod web_demo;
 
 use std::io::Write as _;
 

@@ -18,7 +18,7 @@ use crate::args::{RelayArgs, Revisions, SurfaceArgs, Transport};
 use crate::connect::{read_ca, read_token};
 use crate::exit::{Failure, printable};
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -26,7 +26,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::internal(format!("the tokio runtime could not start: {e}")))
 }
 
-fn say(text: &str) {
+pub(crate) fn say(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
@@ -200,9 +200,16 @@ const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to
 /// A usage failure for a missing token or unreadable files; a failure of
 /// class 5/6/9 when the relay refuses the page.
 pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
+    if args.web {
+        return crate::web_demo::surface(args);
+    }
+    let session = args
+        .session
+        .as_deref()
+        .ok_or_else(|| Failure::usage("--session is required without --web"))?;
     let token = read_token(args.token_file.as_deref())?;
     let rt = runtime()?;
-    let mut builder = DemoSurface::builder(&args.relay, &args.session, token)
+    let mut builder = DemoSurface::builder(&args.relay, session, token)
         .leg(match args.transport {
             Transport::Sse => SurfaceLeg::Sse,
             Transport::Poll => SurfaceLeg::Poll,
@@ -246,7 +253,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
     let page = Arc::new(page);
     say(&format!(
         "The demo sheet is open in session {} at revision {}.\n{}{PAGE_HELP}",
-        printable(&args.session),
+        printable(session),
         page.revision(),
         grid(&page.cells())
     ));

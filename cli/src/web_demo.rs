@@ -1,0 +1,410 @@
+//! `human-plus surface --web` and `human-plus demo --web`: the person's
+//! page in a real browser (the page itself is [`crate::web`]).
+
+use std::io::BufRead as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use human_plus_core::{
+    Activity, EgressPolicy, Error, ManagerConfig, NO_PINS, Participant, Priority,
+    SurfaceInvitation, TransportConfig, TrustPolicy,
+};
+use human_plus_relay::{CorsPolicy, RelayServer};
+use serde_json::json;
+
+use crate::agent::{AgentSetup, build_agent};
+use crate::args::{DemoArgs, SurfaceArgs, Transport};
+use crate::connect::receive_leg;
+use crate::demo::{
+    ALLOW, Narrator, OWNER, change_feed, discover, internal, step_failed, unexpected,
+};
+use crate::exit::{Failure, printable};
+use crate::serve::{runtime, say};
+use crate::style::{Style, indent};
+use crate::web::{PageConfig, PageServer, PageTransport};
+
+/// The surface id the web page shows in its invitation.
+pub const WEB_SURFACE_ID: &str = "sheet:web";
+
+/// How long `demo --web` waits for a browser, and then for the person.
+const WAIT_FOR_PERSON: Duration = Duration::from_secs(15 * 60);
+/// How long the relay stays up after the session ends, so the page hears
+/// the 410 (an event stream reconnects after 2 s).
+const SESSION_END_GRACE: Duration = Duration::from_secs(5);
+
+fn page_transport(transport: Transport) -> PageTransport {
+    match transport {
+        Transport::Sse => PageTransport::Auto,
+        Transport::Poll => PageTransport::Poll,
+    }
+}
+
+/// A relay base URL a browser page can use: http or https, no query,
+/// fragment or credentials.
+fn check_relay_url(raw: &str) -> Result<String, Failure> {
+    let url =
+        url::Url::parse(raw).map_err(|e| Failure::usage(format!("--relay is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https")
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
+        || url.password().is_some()
+        || url.host().is_none()
+    {
+        return Err(Failure::usage(
+            "--relay must be an http(s) base URL without a query, fragment or credentials",
+        ));
+    }
+    Ok(raw.trim_end_matches('/').to_owned())
+}
+
+fn bind_failed(port: u16) -> impl Fn(std::io::Error) -> Failure {
+    move |e| {
+        Failure::internal(format!(
+            "the page server cannot listen on 127.0.0.1:{port}: {e}"
+        ))
+    }
+}
+
+/// `human-plus surface --web`: serves the web sheet until Ctrl-C.
+///
+/// # Errors
+/// A usage failure for a bad relay URL; an internal one when the port
+/// cannot be bound.
+pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
+    let relay = check_relay_url(&args.relay)?;
+    let rt = runtime()?;
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port);
+    let listener = rt
+        .block_on(PageServer::bind(addr))
+        .map_err(bind_failed(args.port))?;
+    let mut config = PageConfig::new(&relay, WEB_SURFACE_ID);
+    config.transport = page_transport(args.transport);
+    let page = rt.block_on(async { listener.start(config) });
+    say(&format!(
+        "The web sheet is served at {}\n\
+         relay {}\n\
+         Open it in a browser: the page mints and registers its own session and shows the \
+         invitation to hand to an agent (the token is copyable there and shown nowhere else). \
+         Ctrl-C stops.\n",
+        page.url(),
+        printable(&relay)
+    ));
+    rt.block_on(async {
+        let _ = tokio::signal::ctrl_c().await;
+        page.shutdown().await;
+    });
+    say("page server stopped\n");
+    Ok(())
+}
+
+/// Waits for `future` on `rt`, up to `limit`, or until Ctrl-C.
+fn wait_on<T>(
+    rt: &tokio::runtime::Runtime,
+    limit: Duration,
+    future: impl std::future::Future<Output = Option<T>>,
+) -> Result<T, Failure> {
+    rt.block_on(async {
+        tokio::select! {
+            got = tokio::time::timeout(limit, future) => match got {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => Err(Failure::internal("the page server stopped")),
+                Err(_) => Err(Failure {
+                    exit: crate::exit::TIMEOUT,
+                    code: "timeout".into(),
+                    message: format!("nobody answered in the page within {} minutes", limit.as_secs() / 60),
+                    hint: None,
+                    detail: None,
+                }),
+            },
+            _ = tokio::signal::ctrl_c() => Err(Failure::internal("interrupted")),
+        }
+    })
+}
+
+/// `human-plus demo --web`: the story against the web sheet in the
+/// reader's browser; the person's edit is the reader's own.
+///
+/// # Errors
+/// As [`crate::demo::run`], plus a timeout when no browser opens the page
+/// (or nobody types) within 15 minutes.
+pub fn run(args: &DemoArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let rt = runtime()?;
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port);
+    let listener = rt
+        .block_on(PageServer::bind(addr))
+        .map_err(bind_failed(args.port))?;
+    let origin = listener.origin();
+    let cors = CorsPolicy::parse(&origin).map_err(|e| internal("the relay's CORS list")(&e))?;
+    let relay = rt
+        .block_on(RelayServer::builder().cors(cors).start())
+        .map_err(|e| internal("the in-process relay could not start")(&e))?;
+    let base = relay.base_url().to_owned();
+    let mut config = PageConfig::new(&base, WEB_SURFACE_ID);
+    config.transport = page_transport(args.transport);
+    config.demo = true;
+    let page = rt.block_on(async { listener.start(config) });
+    let mut n = Narrator {
+        style: Style::detect(),
+        buf: String::new(),
+    };
+    let result = story(&mut n, &rt, &page, &relay, args);
+    n.flush();
+    rt.block_on(async {
+        page.shutdown().await;
+        relay.shutdown().await;
+    });
+    result?;
+    say(&format!(
+        "\nDone in {:.1} s ({} runtime, {} transport). Next: `human-plus relay`, `human-plus surface --web --relay URL` and `human-plus mcp` put your own agent beside you.\n",
+        started.elapsed().as_secs_f64(),
+        args.runtime.as_str(),
+        args.transport.as_str()
+    ));
+    Ok(())
+}
+
+fn story(
+    n: &mut Narrator,
+    rt: &tokio::runtime::Runtime,
+    page: &PageServer,
+    relay: &human_plus_relay::RelayHandle,
+    args: &DemoArgs,
+) -> Result<(), Failure> {
+    let s = n.style;
+    let base = relay.base_url();
+    n.buf.push_str(&format!(
+        "{}\n",
+        s.bold("Human+ demo in your browser: an agent beside you on the same sheet")
+    ));
+    n.line(&format!(
+        "relay     {base}  (in-process, loopback; CORS allows {} only)",
+        page.origin()
+    ));
+    n.line(&format!(
+        "agent     {} runtime, {} transport",
+        args.runtime.as_str(),
+        args.transport.as_str()
+    ));
+    n.line(&format!("the page  {}", page.url()));
+    n.buf.push('\n');
+    n.buf.push_str(&format!(
+        "Open {} in a browser. Waiting for the page to register its session...\n",
+        s.bold(&page.url())
+    ));
+    n.flush();
+    let invitation = wait_on(rt, WAIT_FOR_PERSON, page.invitation())?;
+    if !relay.sessions().contains(&invitation.session) {
+        return Err(unexpected("the page's registration"));
+    }
+
+    n.screen(
+        1,
+        "The page minted and registered its own session, and handed over its invitation",
+    );
+    n.line(&format!(
+        "session {}, surface {}, on {base}",
+        printable(&invitation.session),
+        printable(&invitation.surface_id)
+    ));
+    n.line("(the token stays out of this terminal: the page has a Copy button for it)");
+
+    n.screen(2, "Trust is declared before the surface is asked anything");
+    n.line(&format!("--allow {}", ALLOW.join(",")));
+    n.line("(the confirmation tool is on the list on purpose)");
+    let transport = TransportConfig::default()
+        .receive_leg(receive_leg(args.transport))
+        .timeout(Duration::from_secs(20));
+    let config = ManagerConfig::new(
+        EgressPolicy::new(["127.0.0.1"])
+            .allow_ports([relay.addr().port()])
+            .allow_unverified_egress(true),
+        TrustPolicy::allowing(ALLOW, NO_PINS),
+    )
+    .transport(transport);
+    let agent = build_agent(args.runtime, AgentSetup::new(config))
+        .map_err(|e| step_failed("building the manager", &e))?;
+    let surface_invitation = SurfaceInvitation::new_insecure_loopback(
+        base,
+        &invitation.session,
+        invitation.token(),
+        &invitation.surface_id,
+        "Human+ web sheet",
+    )
+    .map_err(|e| step_failed("the invitation", &e))?;
+    let participant = Participant::new("demo-agent", "Human+ demo agent", "#7c3aed");
+    let attachment = agent
+        .attach(OWNER, surface_invitation, participant)
+        .map_err(|e| step_failed("attach", &e))?;
+    let id = attachment.id().to_owned();
+
+    discover(n, agent.as_ref(), &id)?;
+
+    n.screen(4, "The agent reads B4");
+    agent
+        .announce(OWNER, &id, &Activity::new("reading").target("B4"))
+        .map_err(|e| step_failed("announce", &e))?;
+    let read = agent
+        .call(OWNER, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .map_err(|e| step_failed("the first read", &e))?;
+    let r1 = read
+        .revision
+        .as_ref()
+        .map(|r| r.token().to_owned())
+        .ok_or_else(|| unexpected("the first read"))?;
+    n.line(&format!(
+        "B4 read at revision {r1}. The model sees the result framed as untrusted data:"
+    ));
+    n.line(&indent(&read.text, 2));
+
+    n.screen(5, "Your turn: edit the same cell in the page");
+    let _ = page.take_edits();
+    agent
+        .announce(
+            OWNER,
+            &id,
+            &Activity::new("waiting for you to type a new value into")
+                .target("B4")
+                .priority(Priority::Blocking),
+        )
+        .map_err(|e| step_failed("announce", &e))?;
+    n.line(&format!(
+        "{} and press Enter. The agent waits; the page shows what it is waiting for.",
+        s.bold("Type a new value into B4 in the page")
+    ));
+    n.flush();
+    let edit = wait_on(rt, WAIT_FOR_PERSON, page.next_edit())?;
+    let cell = edit.address.clone();
+    n.line(&format!(
+        "You typed {} into {}; the sheet moved to {}.",
+        printable(&format!("{:?}", edit.value)),
+        printable(&cell),
+        printable(&edit.revision)
+    ));
+
+    n.screen(
+        6,
+        &format!(
+            "The agent writes {} = 8, pinned to {r1}: refused",
+            printable(&cell)
+        ),
+    );
+    match agent.call(
+        OWNER,
+        &id,
+        "sheet_set_cell",
+        json!({"address": cell, "value": "8"}),
+    ) {
+        Err(Error::SurfaceChangedUnderYou(refusal)) => {
+            n.line(&format!(
+                "{}: nothing was written; your value stands. The page lists the refused write. What the model reads:",
+                s.bad("surface_changed_under_you")
+            ));
+            n.line(&indent(&refusal.to_string(), 2));
+        }
+        Err(e) => return Err(step_failed("the stale write", &e)),
+        Ok(_) => return Err(unexpected("the stale write")),
+    }
+
+    change_feed(n, agent.as_ref(), &id)?;
+
+    n.screen(8, "Re-read, then write where the person is not");
+    let qty = agent
+        .call(OWNER, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .map_err(|e| step_failed("the re-read", &e))?;
+    let price = agent
+        .call(OWNER, &id, "sheet_get_cell", json!({"address": "C4"}))
+        .map_err(|e| step_failed("the re-read", &e))?;
+    // The framed text's one inner line is the cell's value.
+    let number = |r: &human_plus_core::CallResult| {
+        let lines: Vec<&str> = r.text.lines().collect();
+        (lines.len() == 4)
+            .then(|| lines[2].trim().parse::<f64>().ok())
+            .flatten()
+            .filter(|v| v.is_finite())
+    };
+    let total = match (number(&qty), number(&price)) {
+        (Some(q), Some(p)) => format!("{:.2}", q * p),
+        _ => "n/a".to_owned(),
+    };
+    agent
+        .announce(
+            OWNER,
+            &id,
+            &Activity::new("editing")
+                .target("D4")
+                .priority(Priority::Attention),
+        )
+        .map_err(|e| step_failed("announce", &e))?;
+    n.line("The agent announces: editing D4 (attention). The page outlines D4 in its colour.");
+    let written = agent
+        .call(
+            OWNER,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "D4", "value": total}),
+        )
+        .map_err(|e| step_failed("the write", &e))?;
+    n.line(&format!(
+        "D4 = {total} (B4 x C4), pinned to {}: {}, the sheet is at {}.",
+        written
+            .pinned
+            .as_ref()
+            .map(|r| r.token())
+            .unwrap_or("nothing"),
+        s.good("applied"),
+        written.revision.as_ref().map(|r| r.token()).unwrap_or("?")
+    ));
+    agent
+        .announce(
+            OWNER,
+            &id,
+            &Activity::new("done").priority(Priority::Background),
+        )
+        .map_err(|e| step_failed("announce", &e))?;
+
+    n.screen(9, "What the page shows");
+    n.line("participants  you, and Human+ demo agent in its colour #7c3aed");
+    n.line("activity      reading B4, waiting for you at B4, editing D4, done");
+    n.line(&format!(
+        "refused       sheet_set_cell {} pinned to {r1}: nothing applied",
+        printable(&cell)
+    ));
+    n.line(&format!(
+        "sheet         {} = your value, D4 = {total} (the agent's)",
+        printable(&cell)
+    ));
+    agent
+        .detach(OWNER, &id)
+        .map_err(|e| step_failed("detach", &e))?;
+    n.line("The agent detaches; your session stays open.");
+    n.buf.push_str(
+        "\nPress Enter (or Ctrl-C) to end the session and stop the relay and the page server.\n",
+    );
+    n.flush();
+    wait_for_enter(rt);
+    // End the session the way a relay does (streams end, parked polls
+    // return, then 410), and give the page a moment to say so: its event
+    // stream reconnects after the relay's `retry: 2000`.
+    relay.drop_session(&invitation.session);
+    say("The session has ended on the relay; the page says so.\n");
+    rt.block_on(async { tokio::time::sleep(SESSION_END_GRACE).await });
+    Ok(())
+}
+
+/// Returns on a line, the end of stdin, or Ctrl-C.
+fn wait_for_enter(rt: &tokio::runtime::Runtime) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        let _ = tx.send(());
+    });
+    rt.block_on(async {
+        tokio::select! {
+            _ = rx => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    });
+}

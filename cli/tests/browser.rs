@@ -1,0 +1,1043 @@
+//! The person's page in a real browser: headless Chromium, driven over
+//! WebDriver (chromedriver) with fantoccini, opens the web sheet served by
+//! `human-plus surface --web` and `human-plus demo --web`, against the real
+//! relay server over real sockets, with the tokio runtime as the agent.
+//!
+//! Without Chromium and chromedriver the tests are skipped with a message,
+//! unless `HUMAN_PLUS_REQUIRE_BROWSER=1` or `CI=true` is set (as `.ci/run`
+//! does): then a missing browser is a failure. `CHROMIUM` and `CHROMEDRIVER`
+//! override where they are looked for. `HUMAN_PLUS_SCREENSHOT=PATH` saves
+//! the mid-story screenshot there (the README's picture:
+//! `HUMAN_PLUS_SCREENSHOT=docs/web-sheet.png cargo test -p human-plus-cli --test browser`);
+//! otherwise it goes under the target directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use fantoccini::key::Key;
+use fantoccini::{Client, ClientBuilder, Locator};
+use human_plus_core::{
+    Activity, ChangeActor, EgressPolicy, Error, ManagerConfig, NO_PINS, Participant, Priority,
+    ReceiveLeg, SurfaceInvitation, TransportConfig, TrustPolicy,
+};
+use human_plus_relay::{CorsPolicy, DemoSurface, Faults, Leg, RelayHandle, RelayServer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A generous bound for anything to show up on a loaded machine.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// One browser at a time: the machine may have two cores.
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const TOOLS: [&str; 6] = [
+    "sheet_describe",
+    "sheet_get_cell",
+    "sheet_get_range",
+    "sheet_set_cell",
+    "sheet_delete_row",
+    "changes_since",
+];
+
+// ------------------------------------------------------------ the browser
+
+fn required() -> bool {
+    std::env::var("HUMAN_PLUS_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
+        || std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn find_program(env: &str, names: &[&str]) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(env) {
+        return Some(PathBuf::from(path)).filter(|p| p.is_file());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .find(|p| p.is_file())
+}
+
+struct Browser {
+    client: Client,
+    driver: std::sync::Mutex<Child>,
+    profile: PathBuf,
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium, or says why not.
+    async fn start() -> Option<Browser> {
+        let chromium = find_program(
+            "CHROMIUM",
+            &["chromium", "chromium-browser", "google-chrome"],
+        );
+        let driver = find_program("CHROMEDRIVER", &["chromedriver"]);
+        let (Some(chromium), Some(driver)) = (chromium, driver) else {
+            let why = "no Chromium and chromedriver found (install Debian's chromium and chromium-driver, or set CHROMIUM and CHROMEDRIVER)";
+            assert!(
+                !required(),
+                "the browser tests are required here, but {why}"
+            );
+            // Written past the test harness's capture, so the skip is seen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: the browser tests need a browser: {why}; set HUMAN_PLUS_REQUIRE_BROWSER=1 to make this a failure"
+            );
+            return None;
+        };
+        // chromedriver picks a free port itself and says which.
+        let mut child = Command::new(&driver)
+            .arg("--port=0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let port = loop {
+            let line = rx.recv_timeout(WAIT).expect("chromedriver says its port");
+            if let Some(rest) = line.split("started successfully on port ").nth(1) {
+                break rest.trim_end_matches('.').trim().parse::<u16>().unwrap();
+            }
+        };
+        let profile = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("chromium-profile-{}", common::random_hex(6)));
+        let caps = json!({
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                    "--window-size=1280,860", "--hide-scrollbars", "--force-device-scale-factor=1",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            }
+        });
+        let Value::Object(caps) = caps else {
+            unreachable!()
+        };
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("a WebDriver session with headless Chromium");
+        Some(Browser {
+            client,
+            driver: std::sync::Mutex::new(child),
+            profile,
+        })
+    }
+
+    /// Ends the WebDriver session (chromedriver then ends Chromium) and
+    /// chromedriver.
+    async fn close(&self) {
+        let _ = self.client.clone().close().await;
+        if let Ok(mut driver) = self.driver.lock() {
+            let _ = driver.kill();
+            let _ = driver.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+
+    /// Runs `script` (a function body) and returns its value.
+    async fn js(&self, script: &str) -> Value {
+        self.client.execute(script, vec![]).await.unwrap()
+    }
+
+    /// Waits until `script` returns true, for up to [`WAIT`].
+    async fn until(&self, what: &str, script: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if self.js(script).await == Value::Bool(true) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let body = self.js("return document.body.innerText").await;
+                panic!(
+                    "timed out waiting for {what}; the page says:\n{}",
+                    body.as_str().unwrap_or("")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn text(&self, id: &str) -> String {
+        self.js(&format!(
+            "return document.getElementById({id:?}).textContent"
+        ))
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    async fn cell(&self, address: &str) -> String {
+        self.js(&format!(
+            "return document.querySelector('input[data-address=\"{address}\"]').value"
+        ))
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    async fn wait_cell(&self, address: &str, value: &str) {
+        self.until(
+            &format!("{address} = {value:?} in the page"),
+            &format!(
+                "const i = document.querySelector('input[data-address=\"{address}\"]'); return !!i && i.value === {value:?}"
+            ),
+        )
+        .await;
+    }
+
+    async fn wait_log(&self, needle: &str) {
+        self.until(
+            &format!("{needle:?} in the page's log"),
+            &format!("return document.getElementById('log').innerText.includes({needle:?})"),
+        )
+        .await;
+    }
+
+    async fn wait_state(&self, state: &str) {
+        self.until(
+            &format!("the page in state {state}"),
+            &format!("return document.getElementById('status').dataset.state === {state:?}"),
+        )
+        .await;
+    }
+
+    /// Types into a cell as a person does: click, select all, type, Enter.
+    async fn type_into(&self, address: &str, value: &str) {
+        let input = self
+            .client
+            .find(Locator::Css(&format!("input[data-address=\"{address}\"]")))
+            .await
+            .unwrap();
+        input.click().await.unwrap();
+        // Select what is there (WebDriver's clear would blur the cell and
+        // commit an empty value first).
+        input.send_keys(&(Key::Control + "a")).await.unwrap();
+        input.send_keys(value).await.unwrap();
+        input.send_keys(&Key::Enter.to_string()).await.unwrap();
+    }
+
+    /// Reads the invitation off the page, as a person copying it would.
+    async fn invitation(&self) -> (String, String, String, String) {
+        let relay = self.text("inv-relay").await;
+        let session = self.text("inv-session").await;
+        let surface = self.text("inv-surface").await;
+        let token = self
+            .js("return document.getElementById('inv-token').value")
+            .await
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (relay, session, surface, token)
+    }
+
+    async fn save_screenshot(&self, path: &Path) {
+        let png = self.client.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(path, png).unwrap();
+        eprintln!("screenshot saved to {}", path.display());
+    }
+}
+
+// ------------------------------------------------------ the page's server
+
+/// A `human-plus` process whose stdout lines are read as they come.
+struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let mut child = Command::new(common::BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("HUMAN_PLUS_TOKEN")
+            .env("NO_COLOR", "1")
+            .spawn()
+            .unwrap();
+        let (tx, rx) = channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Proc {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (off the async runtime's threads) for a line containing
+    /// `needle`.
+    async fn expect(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.lines.try_recv() {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(_) => panic!("no line with {needle:?}; saw {:#?}", self.seen),
+            }
+        }
+    }
+
+    fn url(line: &str) -> String {
+        line.split_whitespace()
+            .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with('/'))
+            .unwrap_or_else(|| panic!("a page URL in {line:?}"))
+            .to_owned()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// --------------------------------------------------------------- the agent
+
+fn agent(port: u16, leg: ReceiveLeg) -> human_plus_tokio::HumanPlus {
+    let config = ManagerConfig::new(
+        EgressPolicy::new(["127.0.0.1"])
+            .allow_ports([port])
+            .allow_unverified_egress(true),
+        TrustPolicy::allowing(TOOLS, NO_PINS),
+    )
+    .transport(
+        TransportConfig::default()
+            .receive_leg(leg)
+            .timeout(Duration::from_secs(30)),
+    );
+    human_plus_tokio::HumanPlus::new(config)
+}
+
+fn participant() -> Participant {
+    Participant::new("browser-test-agent", "Test agent", "#d97706")
+}
+
+// --------------------------------------------- raw relay traffic, as a peer
+
+/// One HTTP/1.1 request on a fresh connection; the status and body.
+async fn http(port: u16, method: &str, target: &str, body: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let request = format!(
+        "{method} {target} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A peer that posts frames to the page and reads what the page answers
+/// on its own labelled long-poll subscriber.
+struct Peer {
+    port: u16,
+    session: String,
+    token: String,
+    subscriber: String,
+    got: Vec<Value>,
+}
+
+impl Peer {
+    async fn new(port: u16, session: &str, token: &str) -> Peer {
+        let mut peer = Peer {
+            port,
+            session: session.to_owned(),
+            token: token.to_owned(),
+            subscriber: String::new(),
+            got: Vec::new(),
+        };
+        peer.poll(0).await;
+        peer
+    }
+
+    async fn poll(&mut self, wait_ms: u32) {
+        let (status, body) = http(
+            self.port,
+            "GET",
+            &format!(
+                "/{}/poll?token={}&direction=outbound&client=peer&wait={wait_ms}&subscriber={}",
+                self.session, self.token, self.subscriber
+            ),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        self.subscriber = v["subscriber"].as_str().unwrap().to_owned();
+        for f in v["frames"].as_array().unwrap() {
+            self.got
+                .push(serde_json::from_str(f.as_str().unwrap()).unwrap());
+        }
+    }
+
+    async fn post(&self, frame: &str) {
+        let (status, body) = http(
+            self.port,
+            "POST",
+            &format!("/{}/inbox?token={}&client=peer", self.session, self.token),
+            frame,
+        )
+        .await;
+        assert_eq!(status, 200, "the relay took {frame}: {body}");
+    }
+
+    /// Waits for the page's answer to request `id`.
+    async fn answer(&mut self, id: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(v) = self.got.iter().find(|v| v["id"] == id) {
+                return v.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no answer to {id}; got {:?}",
+                self.got
+            );
+            self.poll(2000).await;
+        }
+    }
+
+    fn answered(&self, id: &str) -> bool {
+        self.got.iter().any(|v| v["id"] == id)
+    }
+}
+
+/// Where the mid-story screenshot goes: `HUMAN_PLUS_SCREENSHOT` (relative
+/// to the workspace root), else the target directory.
+fn screenshot_path() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::env::var_os("HUMAN_PLUS_SCREENSHOT").map_or_else(
+        || PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-sheet.png"),
+        |p| root.join(p),
+    )
+}
+
+async fn tool_digests(
+    hp: &human_plus_tokio::HumanPlus,
+    attachment: &str,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let d = hp.tools("browser-test", attachment).await.unwrap();
+    let admitted = d
+        .tools
+        .iter()
+        .map(|t| (t.name().to_owned(), t.digest()))
+        .collect();
+    let withheld = d.withheld.iter().map(|w| w.name.clone()).collect();
+    (admitted, withheld)
+}
+
+// ------------------------------------------------------------------ tests
+
+/// Runs `test` with a browser (or skips), and closes the browser however
+/// the test ends, so a failing test leaves no Chromium behind.
+async fn with_browser<F, Fut>(test: F)
+where
+    F: FnOnce(Arc<Browser>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let _one = ONE_BROWSER.lock().await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let browser = Arc::new(browser);
+    let outcome = tokio::spawn(test(Arc::clone(&browser))).await;
+    browser.close().await;
+    if let Err(e) = outcome {
+        match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => panic!("the test task ended: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_in_a_real_browser() {
+    with_browser(|browser| async move { page_story(&browser).await }).await;
+}
+
+async fn page_story(browser: &Browser) {
+    let relay = RelayServer::builder().start().await.unwrap();
+    let mut server = Proc::spawn(&[
+        "surface",
+        "--web",
+        "--relay",
+        relay.base_url(),
+        "--port",
+        "0",
+    ]);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+
+    story(browser, &relay, &url).await;
+    fallback(browser, &relay, &url).await;
+    cors_is_enforced(browser).await;
+
+    // The token never reached the page server's output.
+    while let Ok(line) = server.lines.try_recv() {
+        server.seen.push(line);
+    }
+    assert!(
+        !server.seen.iter().any(|l| l.contains("hp_")),
+        "{:?}",
+        server.seen
+    );
+    drop(server);
+    relay.shutdown().await;
+}
+
+async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
+    let port = relay.addr().port();
+    // Whatever is put in the page's address is gone once it has loaded.
+    browser
+        .client
+        .goto(&format!(
+            "{url}?token=hp_from_the_address#token=hp_from_the_fragment"
+        ))
+        .await
+        .unwrap();
+    browser.wait_state("sse").await;
+    let (relay_url, session, surface, token) = browser.invitation().await;
+    assert_eq!(relay_url, relay.base_url());
+    assert_eq!(surface, "sheet:web");
+    assert!(
+        relay.sessions().contains(&session),
+        "the page registered {session}"
+    );
+    assert!(
+        token.starts_with("hp_") && token.len() == 35,
+        "a minted token"
+    );
+    assert_eq!(browser.client.current_url().await.unwrap().as_str(), url);
+    // The token is copyable (the input holds it) but shown nowhere as text.
+    let page_text = browser
+        .js("return document.documentElement.outerHTML + document.body.innerText")
+        .await;
+    assert!(!page_text.as_str().unwrap().contains(&token));
+    assert_eq!(
+        browser
+            .js("return document.getElementById('inv-token').type")
+            .await,
+        "password"
+    );
+    // Copy says honestly whether the browser let it copy.
+    browser
+        .client
+        .find(Locator::Id("copy-token"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until(
+            "an answer from Copy",
+            "const t = document.getElementById('copied').textContent; \
+             return t === 'The token is on the clipboard.' || t.startsWith('This browser did not allow copying')",
+        )
+        .await;
+
+    // The agent, on the tokio runtime, attached with what the page shows.
+    let hp = agent(port, ReceiveLeg::Sse);
+    let owner = "browser-test";
+    let invitation =
+        SurfaceInvitation::new_insecure_loopback(&relay_url, &session, &token, &surface, "web")
+            .unwrap();
+    let attached = hp.attach(owner, invitation, participant()).await.unwrap();
+    let id = attached.id().to_owned();
+
+    // The page offers exactly the demo surface's tools, definitions and all.
+    let (page_tools, page_withheld) = tool_digests(&hp, &id).await;
+    let demo = DemoSurface::builder(relay.base_url(), "browser-twin", "0123456789abcdef")
+        .start()
+        .await
+        .unwrap();
+    let twin = SurfaceInvitation::new_insecure_loopback(
+        relay.base_url(),
+        "browser-twin",
+        "0123456789abcdef",
+        "sheet:twin",
+        "twin",
+    )
+    .unwrap();
+    let twin = hp.attach(owner, twin, participant()).await.unwrap();
+    let (demo_tools, demo_withheld) = tool_digests(&hp, twin.id()).await;
+    assert_eq!(page_tools, demo_tools);
+    assert_eq!(page_withheld, demo_withheld);
+    assert_eq!(page_tools.len(), TOOLS.len());
+    assert!(page_withheld.contains(&"sheet_confirm_edit".to_owned()));
+    demo.shutdown().await;
+
+    // Activity: the participant appears with its name and colour.
+    hp.announce(owner, &id, &Activity::new("reading").target("B4"))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the agent among the participants",
+            "const p = document.querySelector('.participant[data-actor=\"browser-test-agent\"]'); \
+             return !!p && p.querySelector('.name').textContent === 'Test agent' \
+               && getComputedStyle(p.querySelector('.swatch')).backgroundColor === 'rgb(217, 119, 6)'",
+        )
+        .await;
+    browser
+        .wait_log("Test agent (agent): reading B4 [normal]")
+        .await;
+    assert_eq!(
+        browser
+            .js("return getComputedStyle(document.querySelector('input[data-address=\"B4\"]')).boxShadow.includes('rgb(217, 119, 6)')")
+            .await,
+        true,
+        "the cell the agent works on is outlined in its colour"
+    );
+
+    // A read carries the revision; the agent's write appears in the DOM.
+    let read = hp
+        .call(owner, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .await
+        .unwrap();
+    assert_eq!(read.revision.as_ref().unwrap().token(), "r1");
+    assert!(read.text.lines().any(|l| l == "7"), "{}", read.text);
+    let wrote = hp
+        .call(
+            owner,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "A5", "value": "Figs"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wrote.pinned.as_ref().unwrap().token(), "r1");
+    assert_eq!(wrote.revision.as_ref().unwrap().token(), "r2");
+    browser.wait_cell("A5", "Figs").await;
+    browser
+        .wait_log("An agent created Sheet1!A5 = Figs (r2).")
+        .await;
+
+    // The person types into B4: the sheet moves on under the agent.
+    browser.type_into("B4", "12").await;
+    browser
+        .until(
+            "revision r3",
+            "return document.getElementById('revision').textContent === 'r3'",
+        )
+        .await;
+    browser.wait_log("You updated B4 = 12 (r3).").await;
+
+    // The agent's write pinned to r2 is refused, and nothing is applied.
+    match hp
+        .call(
+            owner,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "B4", "value": "8"}),
+        )
+        .await
+    {
+        Err(Error::SurfaceChangedUnderYou(refusal)) => {
+            assert!(refusal.to_string().contains("NOT applied"), "{refusal}");
+        }
+        other => panic!("a stale pin must be refused: {other:?}"),
+    }
+    browser
+        .wait_log(
+            "Refused sheet_set_cell B4 = 8 pinned to r2: the sheet is at r3. Nothing was applied.",
+        )
+        .await;
+    assert_eq!(browser.cell("B4").await, "12");
+    assert_eq!(browser.text("revision").await, "r3");
+
+    // The change feed attributes the edit to a human, the write to an agent.
+    let changes = hp.changes_since(owner, &id).await.unwrap();
+    assert!(changes.complete());
+    let rows: Vec<(String, ChangeActor)> = changes
+        .changes()
+        .iter()
+        .map(|c| (c.handle().to_owned(), c.actor()))
+        .collect();
+    assert!(
+        rows.contains(&("B4".to_owned(), ChangeActor::Human)),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&("A5".to_owned(), ChangeActor::Agent)),
+        "{rows:?}"
+    );
+    let defer: Vec<&str> = changes.defer_to().iter().map(|c| c.handle()).collect();
+    assert_eq!(defer, vec!["B4"]);
+
+    // Mid-story: the picture for the README.
+    hp.announce(
+        owner,
+        &id,
+        &Activity::new("editing")
+            .target("D4")
+            .priority(Priority::Attention),
+    )
+    .await
+    .unwrap();
+    browser
+        .wait_log("Test agent (agent): editing D4 [attention]")
+        .await;
+    let reread = hp
+        .call(owner, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .await
+        .unwrap();
+    assert_eq!(reread.revision.as_ref().unwrap().token(), "r3");
+    hp.call(
+        owner,
+        &id,
+        "sheet_set_cell",
+        json!({"address": "D4", "value": "14.40"}),
+    )
+    .await
+    .unwrap();
+    browser.wait_cell("D4", "14.40").await;
+    browser.save_screenshot(&screenshot_path()).await;
+
+    // The command the page shows for an agent on this machine works as
+    // shown (run as `tools`, which shares every flag with `mcp` and exits).
+    let shown = browser.text("inv-command").await;
+    let words: Vec<&str> = shown.split_whitespace().collect();
+    assert_eq!(
+        &words[..3],
+        ["HUMAN_PLUS_TOKEN=<the", "token>", "human-plus"],
+        "{shown}"
+    );
+    assert_eq!(words[3], "mcp");
+    let mut args = vec!["tools".to_owned()];
+    args.extend(words[4..].iter().map(|w| (*w).to_owned()));
+    let secret = token.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::run(&args, Some(&secret))
+    })
+    .await
+    .unwrap();
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("sheet_set_cell"), "{}", run.stdout);
+    run.assert_no_secret(&token);
+
+    bad_input(browser, relay, &session, &token).await;
+
+    // The agent still works after all that.
+    let after = hp
+        .call(owner, &id, "sheet_get_cell", json!({"address": "D4"}))
+        .await
+        .unwrap();
+    assert!(after.text.lines().any(|l| l == "14.40"), "{}", after.text);
+
+    // The session ends on the relay: the page says so, and stops editing.
+    assert!(relay.drop_session(&session));
+    browser.wait_state("gone").await;
+    assert_eq!(
+        browser
+            .js("return !document.getElementById('gone').hidden && document.querySelector('input[data-address=\"B4\"]').disabled")
+            .await,
+        true
+    );
+    assert!(browser.text("gone").await.contains("410"));
+    match hp
+        .call(owner, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .await
+    {
+        Err(Error::SurfaceUnavailable) => {}
+        other => panic!("a gone session is unavailable: {other:?}"),
+    }
+}
+
+/// Bad input from the relay: each gets a JSON-RPC error or is dropped; the
+/// page keeps working and puts nothing from the network in as markup.
+async fn bad_input(browser: &Browser, relay: &RelayHandle, session: &str, token: &str) {
+    let port = relay.addr().port();
+    let mut peer = Peer::new(port, session, token).await;
+
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-1","method":"resources/list"}"#)
+        .await;
+    let a = peer.answer("bad-1").await;
+    assert_eq!(a["error"]["code"], -32601, "{a}");
+    assert_eq!(a["error"]["message"], "Unsupported method: resources/list");
+
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-2","method":"tools/call","params":"nonsense"}"#)
+        .await;
+    assert_eq!(peer.answer("bad-2").await["error"]["code"], -32602);
+
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-3","method":"tools/call","params":{"name":"<img src=x onerror=alert(1)>"}}"#)
+        .await;
+    let a = peer.answer("bad-3").await;
+    assert_eq!(a["error"]["code"], -32601);
+    assert_eq!(
+        a["error"]["message"],
+        "Unknown tool: <img src=x onerror=alert(1)>"
+    );
+
+    // Valid for the relay, nothing for the page to answer: dropped.
+    peer.post(r#"[{"jsonrpc":"2.0","id":"bad-4","method":"ping"}]"#)
+        .await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-5","result":{}}"#)
+        .await;
+    // Hostile activity: markup in the name, CSS in the colour.
+    peer.post(r#"{"jsonrpc":"2.0","method":"notifications/human-plus/activity","params":{"actor":{"id":"evil","name":"<b id=pwned>Evil</b>","color":"red;background:url(//x)","type":"agent"},"action":"<script>x</script>","target":"A1"}}"#)
+        .await;
+
+    // Malformed frames on the stream (a line that is no field, invalid
+    // UTF-8, an event whose data is not JSON) before the real one.
+    relay.set_faults(session, Faults::new().sse_garbage().affect_pages());
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-6","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("bad-6").await["result"], json!({}));
+
+    // An oversize frame (over the page's 1 MiB) is dropped unread.
+    relay.set_faults(
+        session,
+        Faults::new().sse_oversize(1024 * 1024).affect_pages(),
+    );
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-7","method":"ping"}"#)
+        .await;
+    relay.clear_faults(session);
+    peer.post(r#"{"jsonrpc":"2.0","id":"bad-8","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("bad-8").await["result"], json!({}));
+    // Frames are handled and answered in order: anything for bad-4, bad-5
+    // or bad-7 would have arrived before bad-8's answer.
+    for id in ["bad-4", "bad-5", "bad-7"] {
+        assert!(!peer.answered(id), "{id} was answered: {:?}", peer.got);
+    }
+
+    browser
+        .wait_log("Dropped a frame from the relay: oversize")
+        .await;
+    browser
+        .wait_log("Dropped a frame from the relay: not JSON")
+        .await;
+    browser
+        .wait_log("Dropped a frame from the relay: a batch")
+        .await;
+    browser
+        .wait_log("Dropped a frame from the relay: not a request")
+        .await;
+    let dropped = browser.text("dropped").await;
+    assert!(
+        dropped.ends_with("unreadable frame(s) dropped"),
+        "{dropped}"
+    );
+    browser
+        .wait_log("Evil</b> (agent): <script>x</script> A1")
+        .await;
+    assert_eq!(
+        browser
+            .js("return document.querySelectorAll('#pwned, #log img, #log script, .participants b').length")
+            .await,
+        0,
+        "nothing from the network became markup"
+    );
+    assert_eq!(
+        browser
+            .js("return getComputedStyle(document.querySelector('.participant[data-actor=\"evil\"] .swatch')).backgroundColor")
+            .await,
+        "rgb(107, 114, 128)",
+        "a colour that is not a colour is shown neutral"
+    );
+    assert_eq!(
+        browser.text("status").await,
+        "Live: receiving on the event stream"
+    );
+}
+
+/// The events route broken: the page falls back to the long-poll leg.
+async fn fallback(browser: &Browser, relay: &RelayHandle, url: &str) {
+    let port = relay.addr().port();
+    relay.set_default_faults(Faults::new().status(Leg::Events, 502).affect_pages());
+    browser.client.goto(url).await.unwrap();
+    browser.wait_state("poll").await;
+    assert!(
+        browser
+            .text("status")
+            .await
+            .contains("the event stream failed"),
+        "{}",
+        browser.text("status").await
+    );
+    assert_eq!(browser.text("transport").await, "long-poll");
+    let (relay_url, session, surface, token) = browser.invitation().await;
+    // The fault breaks the agent's event stream too: it polls.
+    let hp = agent(port, ReceiveLeg::fancy_poll());
+    let owner = "browser-test";
+    let invitation =
+        SurfaceInvitation::new_insecure_loopback(&relay_url, &session, &token, &surface, "web")
+            .unwrap();
+    let attached = hp.attach(owner, invitation, participant()).await.unwrap();
+    let wrote = hp
+        .call(
+            owner,
+            attached.id(),
+            "sheet_set_cell",
+            json!({"address": "A6", "value": "Kiwis"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wrote.revision.as_ref().unwrap().token(), "r2");
+    browser.wait_cell("A6", "Kiwis").await;
+    relay.set_default_faults(Faults::new());
+    // Gone, on the poll leg.
+    assert!(relay.drop_session(&session));
+    browser.wait_state("gone").await;
+}
+
+/// The page is cross-origin to the relay: a relay whose CORS list leaves
+/// the page's origin out is one the page cannot use at all.
+async fn cors_is_enforced(browser: &Browser) {
+    let relay = RelayServer::builder()
+        .cors(CorsPolicy::parse("http://127.0.0.1:1").unwrap())
+        .start()
+        .await
+        .unwrap();
+    let mut server = Proc::spawn(&[
+        "surface",
+        "--web",
+        "--relay",
+        relay.base_url(),
+        "--port",
+        "0",
+    ]);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+    browser.client.goto(&url).await.unwrap();
+    browser.wait_state("failed").await;
+    assert!(
+        browser
+            .text("status")
+            .await
+            .contains("could not be reached")
+    );
+    assert!(
+        relay.sessions().is_empty(),
+        "the preflight stopped the register"
+    );
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_web_plays_the_story_in_a_browser() {
+    with_browser(|browser| async move { demo_story(&browser).await }).await;
+}
+
+async fn demo_story(browser: &Browser) {
+    let mut demo = Proc::spawn(&["demo", "--web"]);
+    let url = Proc::url(&demo.expect("in a browser. Waiting for the page").await);
+    browser.client.goto(&url).await.unwrap();
+    demo.expect("Type a new value into B4 in the page").await;
+    browser
+        .wait_log(
+            "Human+ demo agent (agent): waiting for you to type a new value into B4 [blocking]",
+        )
+        .await;
+    assert!(
+        browser
+            .text("asks")
+            .await
+            .contains("Human+ demo agent is waiting for you")
+    );
+    browser.type_into("B4", "12").await;
+    demo.expect("You typed \"12\" into B4; the sheet moved to r2.")
+        .await;
+    demo.expect("surface_changed_under_you: nothing was written")
+        .await;
+    demo.expect("B4  updated by human: re-read it, do not correct it")
+        .await;
+    demo.expect("D4 = 14.40 (B4 x C4), pinned to r2: applied, the sheet is at r3.")
+        .await;
+    demo.expect("The session has ended on the relay; the page says so.")
+        .await;
+    browser.wait_state("gone").await;
+    let status = demo.child.wait().unwrap();
+    // What it printed last, to the end.
+    while let Ok(line) = demo.lines.recv_timeout(Duration::from_secs(5)) {
+        demo.seen.push(line);
+    }
+    assert!(status.success(), "{status:?}: {:#?}", demo.seen);
+    assert!(
+        demo.seen.iter().any(|l| l.starts_with("Done in")),
+        "{:#?}",
+        demo.seen
+    );
+    browser
+        .wait_log(
+            "Refused sheet_set_cell B4 = 8 pinned to r1: the sheet is at r2. Nothing was applied.",
+        )
+        .await;
+    assert_eq!(browser.cell("B4").await, "12");
+    assert_eq!(browser.cell("D4").await, "14.40");
+    let token = browser
+        .js("return document.getElementById('inv-token').value")
+        .await;
+    let token = token.as_str().unwrap();
+    assert!(
+        !demo.seen.iter().any(|l| l.contains(token)),
+        "the token never reaches the terminal"
+    );
+}

@@ -1,0 +1,407 @@
+// The person's page: a small sheet, the invitation to hand to an agent, the
+// participants and what they do. Every text from the network reaches the
+// DOM through textContent, never as markup.
+
+import { SheetServer, parseAddress, formatAddress, columnName } from "./sheet.js";
+import { RelayChannel, randomHex } from "./relay.js";
+
+const MIN_COLS = 5;
+const MIN_ROWS = 8;
+const MAX_COLS = 26;
+const MAX_ROWS = 50;
+const MAX_LOG = 200;
+const MAX_PARTICIPANTS = 50;
+const COLOUR = /^#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?$/;
+const NEUTRAL = "#6b7280";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "style") Object.assign(node.style, v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    node.append(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+// A short, printable rendering of text from the network.
+function clip(value, max = 80) {
+  const text = typeof value === "string" ? value : value === undefined || value === null ? "" : JSON.stringify(value);
+  // Control characters would only confuse a reader.
+  const clean = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, " ");
+  return clean.length > max ? clean.slice(0, max - 1) + "…" : clean;
+}
+
+const safeColour = (c) => (typeof c === "string" && COLOUR.test(c) ? c : NEUTRAL);
+
+class Page {
+  constructor(config) {
+    this.config = config;
+    this.session = "web_" + randomHex(6);
+    this.token = "hp_" + randomHex(16);
+    this.participants = new Map(); // actor id -> {name, colour, action, target}
+    this.peers = new Set(); // relay subscriber ids of agents' legs
+    this.dropped = 0;
+    this.highlights = new Map(); // actor id -> address
+    this.handedOver = false;
+    this.server = new SheetServer({
+      serverVersion: config.version || "0",
+      onEvent: (e) => this.onSheetEvent(e),
+    });
+    this.channel = new RelayChannel({
+      base: config.relay,
+      session: this.session,
+      token: this.token,
+      transport: config.transport,
+      handlers: {
+        frame: (text) => this.onFrame(text),
+        state: (name, info) => this.onState(name, info),
+        dropped: (reason) => this.onDropped(reason),
+      },
+    });
+  }
+
+  start() {
+    this.renderInvitation();
+    this.renderGrid();
+    this.channel.start();
+  }
+
+  // ---------------------------------------------------------- invitation
+
+  renderInvitation() {
+    $("inv-relay").textContent = this.config.relay;
+    $("inv-session").textContent = this.session;
+    $("inv-surface").textContent = this.config.surfaceId;
+    $("inv-token").value = this.token;
+    const relay = new URL(this.config.relay);
+    const port = relay.port || (relay.protocol === "https:" ? "443" : "80");
+    const loopback = relay.protocol === "http:" ? " --allow-unverified-egress --allow-insecure-loopback" : "";
+    $("inv-command").textContent =
+      `HUMAN_PLUS_TOKEN=<the token> human-plus mcp --relay ${this.config.relay} --session ${this.session} ` +
+      `--surface ${this.config.surfaceId} --allow-host ${relay.hostname.replace(/^\[|\]$/g, "")} --allow-port ${port}${loopback} ` +
+      `--allow sheet_get_cell,sheet_get_range,sheet_set_cell,changes_since`;
+    $("copy-token").addEventListener("click", () => this.copy(this.token, "token"));
+    $("copy-invitation").addEventListener("click", () =>
+      this.copy(JSON.stringify({
+        relay: this.config.relay,
+        session: this.session,
+        token: this.token,
+        surfaceId: this.config.surfaceId,
+        application: this.config.application,
+      }), "invitation"));
+    $("show-token").addEventListener("click", () => {
+      const input = $("inv-token");
+      const hidden = input.type === "password";
+      input.type = hidden ? "text" : "password";
+      $("show-token").textContent = hidden ? "Hide" : "Show";
+    });
+  }
+
+  async copy(text, what) {
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch {
+      const area = el("textarea", { style: { position: "fixed", opacity: "0" } });
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      try {
+        copied = document.execCommand("copy");
+      } catch {
+        copied = false;
+      }
+      area.remove();
+    }
+    $("copied").textContent = copied
+      ? `The ${what} is on the clipboard.`
+      : "This browser did not allow copying: press Show, then select the token and copy it.";
+  }
+
+  // --------------------------------------------------------------- sheet
+
+  renderGrid() {
+    let cols = MIN_COLS;
+    let rows = MIN_ROWS;
+    for (const [r, c] of this.server.entries()) {
+      cols = Math.max(cols, Math.min(c, MAX_COLS));
+      rows = Math.max(rows, Math.min(r, MAX_ROWS));
+    }
+    const grid = $("grid");
+    if (grid.dataset.cols === String(cols) && grid.dataset.rows === String(rows)) {
+      this.refreshCells();
+      return;
+    }
+    grid.dataset.cols = String(cols);
+    grid.dataset.rows = String(rows);
+    const head = el("tr", {}, el("th", {}));
+    for (let c = 1; c <= cols; c++) head.append(el("th", { scope: "col" }, columnName(c)));
+    const body = [head];
+    for (let r = 1; r <= rows; r++) {
+      const tr = el("tr", {}, el("th", { scope: "row" }, String(r)));
+      for (let c = 1; c <= cols; c++) {
+        const address = formatAddress(r, c);
+        const input = el("input", { type: "text", "data-address": address, "aria-label": address, spellcheck: "false" });
+        input.addEventListener("focus", () => {
+          input.dataset.before = input.value;
+        });
+        input.addEventListener("keydown", (e) => {
+          if (e.key === "Enter") {
+            e.preventDefault();
+            this.commit(input);
+            input.blur();
+          } else if (e.key === "Escape") {
+            input.value = input.dataset.before ?? input.value;
+            input.blur();
+          }
+        });
+        input.addEventListener("blur", () => this.commit(input));
+        tr.append(el("td", {}, input));
+      }
+      body.push(tr);
+    }
+    grid.replaceChildren(...body);
+    this.refreshCells();
+  }
+
+  refreshCells() {
+    for (const input of $("grid").querySelectorAll("input[data-address]")) {
+      const value = this.server.cell(input.dataset.address) ?? "";
+      // Never overwrite what the person is typing; their commit decides.
+      if (document.activeElement === input && input.value !== (input.dataset.before ?? "")) continue;
+      input.value = value;
+      if (document.activeElement === input) input.dataset.before = value;
+    }
+    $("revision").textContent = this.server.revision();
+    this.renderHighlights();
+  }
+
+  commit(input) {
+    const address = input.dataset.address;
+    const before = input.dataset.before;
+    delete input.dataset.before;
+    if (before === undefined || input.value === before) return;
+    if ((this.server.cell(address) ?? "") === input.value) return;
+    const value = input.value;
+    const revision = this.server.setCell("human", address, value);
+    if (this.config.demo) {
+      this.post("/demo/edit", { address, value, revision });
+    }
+  }
+
+  flash(address, kind) {
+    const input = $("grid").querySelector(`input[data-address="${address}"]`);
+    if (!input) return;
+    input.classList.remove("flash-agent", "flash-refused");
+    void input.offsetWidth; // restart the animation
+    input.classList.add(kind);
+  }
+
+  renderHighlights() {
+    for (const input of $("grid").querySelectorAll("input.claimed")) {
+      input.classList.remove("claimed");
+      input.style.removeProperty("--claim");
+      input.removeAttribute("title");
+    }
+    for (const [id, address] of this.highlights) {
+      const p = this.participants.get(id);
+      const input = $("grid").querySelector(`input[data-address="${address}"]`);
+      if (!p || !input) continue;
+      input.classList.add("claimed");
+      input.style.setProperty("--claim", p.colour);
+      input.title = `${p.name}: ${p.action}`;
+    }
+  }
+
+  // ------------------------------------------------------------- relay
+
+  onFrame(text) {
+    let reply;
+    try {
+      reply = this.server.handleFrame(text);
+    } catch {
+      reply = null; // handleFrame never throws; a page must not break if it did
+    }
+    if (reply) this.channel.send(reply);
+  }
+
+  onDropped(reason) {
+    this.dropped += 1;
+    $("dropped").textContent = `${this.dropped} unreadable frame(s) dropped`;
+    $("dropped").hidden = false;
+    this.log("dropped", `Dropped a frame from the relay: ${clip(reason)}.`);
+  }
+
+  onState(name, info) {
+    const status = $("status");
+    status.dataset.state = name;
+    const text = {
+      registering: "Registering the session…",
+      sse: "Live: receiving on the event stream",
+      poll: "Live: receiving on the long-poll leg" + (info ? ` (${info})` : ""),
+      reconnecting: "Reconnecting" + (info ? `: ${info}` : "…"),
+      gone: "This session is gone: the relay answered 410. Agents can no longer reach this page; reload to start a new session.",
+      unauthorized: "The relay refused this page's token (401).",
+      failed: "Could not open the session" + (info ? `: ${info}` : "."),
+    }[name] || name;
+    status.textContent = text;
+    if (name === "sse" || name === "poll") {
+      $("transport").textContent = name === "sse" ? "event stream (SSE)" : "long-poll";
+      if (!this.handedOver && this.config.demo) {
+        this.handedOver = true;
+        this.post("/demo/invitation", {
+          relay: this.config.relay,
+          session: this.session,
+          token: this.token,
+          surfaceId: this.config.surfaceId,
+        });
+      }
+    }
+    if (name === "gone" || name === "unauthorized" || name === "failed") {
+      document.body.dataset.ended = name;
+      $("gone").hidden = false;
+      $("gone").textContent = text;
+      for (const input of $("grid").querySelectorAll("input")) input.disabled = true;
+    }
+    if (name !== "registering" && name !== "sse") this.log("state", text);
+  }
+
+  // Same-origin reports to the page server, in demo mode only.
+  post(path, body) {
+    fetch(path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }).catch(() => {});
+  }
+
+  // ------------------------------------------------- what the sheet saw
+
+  onSheetEvent(e) {
+    switch (e.type) {
+      case "change":
+        this.renderGrid();
+        if (e.actor === "agent" && e.kind === "cell") this.flash(e.handle, "flash-agent");
+        this.log(e.actor === "human" ? "human" : "write",
+          e.actor === "human"
+            ? `You ${e.change} ${e.handle}${e.value ? ` = ${clip(e.value, 40)}` : ""} (${e.revision}).`
+            : `An agent ${e.change} ${e.label}${e.value ? ` = ${clip(e.value, 40)}` : ""} (${e.revision}).`);
+        break;
+      case "call":
+        this.onCall(e);
+        break;
+      case "notification":
+        this.onNotification(e.method, e.params);
+        break;
+      case "dropped":
+        this.onDropped(e.reason);
+        break;
+      default:
+        break;
+    }
+  }
+
+  onCall(e) {
+    const args = e.arguments || {};
+    const where = typeof args.address === "string" ? ` ${clip(args.address, 12)}` : "";
+    const pin = e.pinned === null ? "" : ` pinned to ${clip(e.pinned, 24)}`;
+    if (e.outcome.kind === "refused") {
+      const key = parseAddress(args.address);
+      if (key) this.flash(formatAddress(key[0], key[1]), "flash-refused");
+      this.log("refused",
+        `Refused ${clip(e.tool, 40)}${where}${"value" in args ? ` = ${clip(args.value, 40)}` : ""}${pin}: ` +
+        `the sheet is at ${e.outcome.current}. Nothing was applied.`);
+    } else if (e.outcome.kind === "failed") {
+      this.log("failed", `${clip(e.tool, 40)}${where} failed: ${clip(e.outcome.message)}`);
+    } else if (e.outcome.kind === "read") {
+      this.log("read", `An agent read: ${clip(e.tool, 40)}${where}${pin}.`);
+    }
+    // Writes are logged by their change.
+  }
+
+  onNotification(method, params) {
+    if (method === "notifications/peer_joined" || method === "notifications/peer_left") {
+      const id = params && typeof params.subscriberId === "string" ? params.subscriberId : null;
+      if (!id) return;
+      if (method === "notifications/peer_joined" && this.peers.size < 1000) this.peers.add(id);
+      if (method === "notifications/peer_left") this.peers.delete(id);
+      this.renderParticipants();
+      return;
+    }
+    if (method === "notifications/human-plus/activity" && params && typeof params === "object") {
+      const actor = params.actor && typeof params.actor === "object" ? params.actor : {};
+      const id = clip(actor.id || "unknown", 64);
+      if (!this.participants.has(id) && this.participants.size >= MAX_PARTICIPANTS) return;
+      const p = {
+        name: clip(actor.name || id, 48),
+        colour: safeColour(actor.color),
+        type: actor.type === "agent" ? "agent" : clip(actor.type || "agent", 16),
+        action: clip(params.action, 60),
+        target: typeof params.target === "string" ? clip(params.target, 32) : "",
+        priority: clip(params.priority || "normal", 16),
+      };
+      this.participants.set(id, p);
+      const key = parseAddress(p.target);
+      if (key) this.highlights.set(id, formatAddress(key[0], key[1]));
+      else this.highlights.delete(id);
+      this.renderParticipants();
+      this.renderHighlights();
+      this.log("activity", `${p.name} (${p.type}): ${p.action}${p.target ? " " + p.target : ""} [${p.priority}]`, p.colour);
+      if (p.priority === "blocking") {
+        $("asks").hidden = false;
+        $("asks").textContent = `${p.name} is waiting for you: ${p.action}${p.target ? " " + p.target : ""}.`;
+        $("asks").style.borderColor = p.colour;
+      } else if ($("asks").textContent.startsWith(p.name + " ")) {
+        $("asks").hidden = true;
+      }
+    }
+  }
+
+  renderParticipants() {
+    const list = $("participants");
+    const items = [el("li", { class: "participant you" }, el("span", { class: "swatch", style: { background: "#0f766e" } }), el("span", { class: "name" }, "You"), el("span", { class: "what" }, "the person at this page"))];
+    for (const [id, p] of this.participants) {
+      items.push(el("li", { class: "participant", "data-actor": id },
+        el("span", { class: "swatch", style: { background: p.colour } }),
+        el("span", { class: "name", style: { color: p.colour } }, p.name),
+        el("span", { class: "what" }, `${p.type} · ${p.action}${p.target ? " " + p.target : ""}`)));
+    }
+    list.replaceChildren(...items);
+    $("peers").textContent = `Agent connections open on the relay now: ${this.peers.size} (an agent opens one for each exchange).`;
+  }
+
+  log(kind, text, colour) {
+    const time = new Date().toLocaleTimeString([], { hour12: false });
+    const entry = el("li", { class: "log-" + kind }, el("time", {}, time), " ", text);
+    if (colour) entry.style.borderLeftColor = colour;
+    const log = $("log");
+    log.prepend(entry);
+    while (log.children.length > MAX_LOG) log.lastElementChild.remove();
+  }
+}
+
+async function main() {
+  // Nothing the page needs ever comes in its address: drop whatever was
+  // put there, so it cannot linger in history or be copied along.
+  if (location.search || location.hash) history.replaceState(null, "", location.pathname);
+  let config;
+  try {
+    const response = await fetch("/config.json", { cache: "no-store" });
+    config = await response.json();
+  } catch {
+    $("status").textContent = "The page server did not answer.";
+    return;
+  }
+  const page = new Page(config);
+  page.start();
+  page.renderParticipants();
+}
+
+main();
