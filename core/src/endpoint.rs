@@ -34,7 +34,7 @@ const EGRESS_PROXY_URL: &str = "Human+ egress proxy must be an http://host:port 
 const EGRESS_POLL_PATH: &str = "Human+ long-poll path must be one URL path segment of 1 to 64 letters, digits, '.', '_', '~' or '-'.";
 
 /// Where the relay token goes on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum RelayAuth {
     /// `token=` first in the query string: the Fancy relay's contract,
     /// because a browser `EventSource` cannot set a header. The default.
@@ -209,7 +209,7 @@ impl fmt::Debug for EgressPolicy {
 
 /// A checked egress proxy address: connect here and send
 /// [`crate::proxy_connect_request`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProxyAddr {
     /// The proxy host as a name or an IP address (IPv6 without brackets),
     /// ready for a resolver.
@@ -1062,6 +1062,81 @@ impl RelayEndpoint {
     #[must_use]
     pub fn client_id(&self) -> &str {
         &self.client_id
+    }
+
+    /// Which kept connections a request of this endpoint may use: see
+    /// [`ConnectionKey`].
+    #[must_use]
+    pub fn connection_key(&self) -> ConnectionKey {
+        ConnectionKey {
+            tls: self.uses_tls(),
+            host: self.host.clone(),
+            port: self.port,
+            proxy: self.proxy.clone(),
+            auth: self.policy.auth_mode(),
+        }
+    }
+}
+
+/// Which connections to the relay are interchangeable: a kept connection
+/// is reused only for a request with the same key — the same scheme, host
+/// and port, the same egress proxy (the tunnel is the proxy's) and the
+/// same way of sending the token.
+///
+/// The address a connection went to is not part of the key but a property
+/// of the connection: it was resolved and vetted by the egress policy when
+/// the connection was made, for this host, and a connection older than
+/// [`PoolConfig::lifetime`](crate::PoolConfig::lifetime) is not reused, so
+/// the name is resolved and vetted again. Resolving on every request to
+/// look a connection up would cost a lookup (a round trip to a resolver)
+/// per request, which is what keeping connections saves.
+///
+/// ```
+/// use human_plus_core::{EgressPolicy, RelayEndpoint, SurfaceInvitation};
+///
+/// let a = SurfaceInvitation::new("https://relay.test", "s_one", "0123456789abcdef", "x", "y")?;
+/// let b = SurfaceInvitation::new("https://relay.test", "s_two", "fedcba9876543210", "x", "y")?;
+/// let proxied = EgressPolicy::new(["relay.test"]).egress_proxy("http://egress.internal:3128");
+/// let key = |inv: &SurfaceInvitation, policy: &EgressPolicy| RelayEndpoint::new(inv, "c", policy).map(|e| e.connection_key());
+/// // Two sessions on one relay share connections; another proxy does not.
+/// assert_eq!(key(&a, &proxied)?, key(&b, &proxied)?);
+/// let other = EgressPolicy::new(["relay.test"]).egress_proxy("http://egress.other:3128");
+/// assert_ne!(key(&a, &proxied)?, key(&a, &other)?);
+/// assert!(key(&a, &proxied)?.uses_tls());
+/// # Ok::<(), human_plus_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionKey {
+    tls: bool,
+    host: String,
+    port: u16,
+    proxy: Option<ProxyAddr>,
+    auth: RelayAuth,
+}
+
+impl ConnectionKey {
+    /// Whether the connection runs TLS.
+    #[must_use]
+    pub fn uses_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The relay host.
+    #[must_use]
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The relay port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The egress proxy the connection tunnels through.
+    #[must_use]
+    pub fn proxy(&self) -> Option<&ProxyAddr> {
+        self.proxy.as_ref()
     }
 }
 

@@ -105,6 +105,14 @@ pub enum Error {
     /// The exchange did not complete before its timeout.
     #[error("Fancy relay did not deliver the correlated response before the exchange timed out.")]
     Timeout,
+    /// A request that acts on the surface (a tool call, an announcement,
+    /// `unregister`) may have been delivered, but its outcome never came
+    /// back: the connection broke after the request was written and before
+    /// its answer, and no reply arrived on the receive leg before the
+    /// deadline. It was **not** sent again. The message tells a model to
+    /// re-read before deciding.
+    #[error("{0}")]
+    DeliveryUnknown(DeliveryUnknown),
     /// The runtime could not move bytes (DNS, connect, TLS, proxy, I/O).
     #[error("{0}")]
     Transport(TransportError),
@@ -149,6 +157,7 @@ impl Error {
             Error::Protocol(_) => "protocol_error",
             Error::InvalidRevision(_) => "invalid_revision",
             Error::Timeout => "timeout",
+            Error::DeliveryUnknown(_) => "delivery_unknown",
             Error::Transport(_) => "transport_failed",
             Error::StoreConflict { .. } => "store_conflict",
             Error::Store(_) => "store_failed",
@@ -163,6 +172,64 @@ impl Error {
             self,
             Error::SurfaceUnavailable | Error::AttachmentUnauthorized(Unauthorized::Relay)
         )
+    }
+}
+
+/// What [`Error::DeliveryUnknown`] says: which request may or may not have
+/// reached the surface.
+///
+/// ```
+/// use human_plus_core::{DeliveryUnknown, Error};
+///
+/// let e = Error::DeliveryUnknown(DeliveryUnknown::call("sheet_set_cell"));
+/// assert_eq!(e.code(), "delivery_unknown");
+/// assert!(e.to_string().contains("may have been applied"));
+/// assert!(e.to_string().contains("Re-read"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryUnknown {
+    /// The tool called, for a tool call.
+    pub tool: Option<String>,
+    /// The JSON-RPC method or relay route (`tools/call`,
+    /// `notifications/human-plus/activity`, `unregister`).
+    pub method: String,
+}
+
+impl DeliveryUnknown {
+    /// A tool call whose outcome is unknown.
+    #[must_use]
+    pub fn call(tool: &str) -> Self {
+        DeliveryUnknown {
+            tool: Some(tool.to_owned()),
+            method: "tools/call".to_owned(),
+        }
+    }
+
+    /// Another request (a notification, `unregister`) whose outcome is
+    /// unknown.
+    #[must_use]
+    pub fn request(method: &str) -> Self {
+        DeliveryUnknown {
+            tool: None,
+            method: method.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for DeliveryUnknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tool {
+            Some(tool) => write!(
+                f,
+                "The call to [{}] was sent, but the connection to the Fancy relay broke before its outcome came back: it may have been applied, or not. It was not sent again. Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
+                printable(tool)
+            ),
+            None => write!(
+                f,
+                "The request [{}] was sent, but the connection to the Fancy relay broke before its outcome came back: it may have taken effect, or not. It was not sent again.",
+                printable(&self.method)
+            ),
+        }
     }
 }
 

@@ -1,14 +1,30 @@
-//! One exchange over the relay: subscribe the receive leg, POST the frame,
-//! read until the correlated reply. A notification is a POST alone.
+//! The receive leg of an operation, and its exchanges over the relay.
+//!
+//! An operation keeps **one** receive leg for all its exchanges
+//! (`initialize`, `notifications/initialized`, `tools/list`, `tools/call`):
+//! the leg is subscribed before the first POST (the relay drops a reply
+//! nobody is subscribed to), and every later POST goes out as soon as the
+//! leg is known to be open. In warm mode the leg outlives the operation as
+//! a [`WarmLeg`]: the SSE stream stays open, a long-poll leg keeps a poll
+//! parked on the relay.
+//!
+//! Never twice: a POST is sent again only when the runtime proves it never
+//! left (a kept connection found closed before a byte was written), and
+//! then once, on a fresh connection. A POST that acts on the surface whose
+//! HTTP answer is lost after it may have been written is never sent again:
+//! the exchange waits for its reply on the leg until the deadline, and a
+//! reply that arrives is the outcome; otherwise the outcome is
+//! [`Error::DeliveryUnknown`].
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::endpoint::RelayEndpoint;
-use crate::error::{Error, ProtocolError, Unauthorized};
-use crate::jsonrpc::{Correlation, correlate, correlate_bytes};
+use crate::endpoint::{RelayEndpoint, RelayUrl};
+use crate::error::{DeliveryUnknown, Error, ProtocolError, Unauthorized};
+use crate::jsonrpc::{Correlation, Notice, correlate, correlate_bytes, notice, notice_of};
+use crate::ops::Discovery;
 use crate::poll::{parse_broker_poll, parse_fancy_poll};
 use crate::sse::SseDecoder;
 use crate::wire::{
@@ -21,25 +37,31 @@ const ERROR_BODY_BYTES: usize = 4096;
 /// The most the Fancy relay holds a poll (it clamps `wait` to 25 s).
 const FANCY_MAX_WAIT: Duration = Duration::from_millis(25_000);
 
-/// How long a warm SSE leg may stay open before the runtime closes it (a
-/// later operation then subscribes again).
-const WARM_LEG_LIFETIME: Duration = Duration::from_secs(3600);
+/// How long an SSE stream request may stay open at most; the core cancels
+/// it when it is done with it, and a warm stream is replaced after this.
+const STREAM_LIFETIME: Duration = Duration::from_secs(3600);
 
-/// How long a warm long-poll subscriber is trusted to still exist on the
-/// relay after its last answered poll: the Fancy relay prunes idle pollers
-/// after 60 to 120 s, so past this a new subscriber is made first.
-const WARM_POLL_FRESH: Duration = Duration::from_secs(30);
+/// How long a long-poll subscriber is trusted to still exist on the relay
+/// after its last answered poll: the Fancy relay prunes idle pollers after
+/// 60 to 120 s, so past this a new subscriber is made first.
+const POLL_FRESH: Duration = Duration::from_secs(30);
 
-/// The I/O context an exchange emits into: request ids and the queue of
-/// transmits, shared by every exchange of an operation.
+/// How much longer than its `wait` a parked poll may take before the leg
+/// is taken for dead.
+const PARK_GRACE: Duration = Duration::from_secs(10);
+
+/// What an operation's requests share: the endpoint, the configuration,
+/// request ids, the queue of transmits and the receive leg.
 #[derive(Debug)]
 pub(crate) struct Io {
     pub(crate) endpoint: RelayEndpoint,
     pub(crate) config: TransportConfig,
     next_request: u64,
     pub(crate) transmits: VecDeque<Transmit>,
-    /// A warm receive leg between exchanges (warm mode only).
-    pub(crate) warm_leg: Option<WarmLeg>,
+    /// The operation's receive leg, once subscribed (or handed in warm).
+    pub(crate) leg: Option<Receive>,
+    /// Subscriptions made so far (the epoch of the next one).
+    epochs: u64,
 }
 
 impl Io {
@@ -49,31 +71,27 @@ impl Io {
             config,
             next_request: 1,
             transmits: VecDeque::new(),
-            warm_leg: None,
+            leg: None,
+            epochs: 0,
         }
     }
 
-    fn request(
-        &mut self,
-        method: HttpMethod,
-        leg: Leg,
-        url: crate::endpoint::RelayUrl,
-        body: Option<Vec<u8>>,
-        deadline: Instant,
-    ) -> RequestId {
+    fn next_id(&mut self) -> RequestId {
         let id = RequestId(self.next_request);
         self.next_request += 1;
-        self.request_as(id, method, leg, url, body, deadline)
+        id
     }
 
-    fn request_as(
+    #[allow(clippy::too_many_arguments)]
+    fn request(
         &mut self,
         id: RequestId,
         method: HttpMethod,
         leg: Leg,
-        url: crate::endpoint::RelayUrl,
+        url: RelayUrl,
         body: Option<Vec<u8>>,
         deadline: Instant,
+        fresh: bool,
     ) -> RequestId {
         let mut headers: Vec<(&'static str, String)> = Vec::with_capacity(3);
         match leg {
@@ -99,8 +117,786 @@ impl Io {
             headers,
             body,
             deadline,
+            fresh,
         }));
         id
+    }
+
+    /// A new receive leg (not yet open), replacing any old one: its
+    /// subscription request goes out now.
+    fn subscribe(&mut self, now: Instant, deadline: Instant) {
+        self.drop_leg();
+        let epoch = self.epochs;
+        self.epochs += 1;
+        let kind = match &self.config.leg {
+            ReceiveLeg::Sse => {
+                let id = if self.config.warm {
+                    RequestId::WARM
+                } else {
+                    self.next_id()
+                };
+                let url = self.endpoint.events_url();
+                self.request(
+                    id,
+                    HttpMethod::Get,
+                    Leg::Events,
+                    url,
+                    None,
+                    now + STREAM_LIFETIME,
+                    false,
+                );
+                Kind::Sse {
+                    id,
+                    status: None,
+                    decoder: SseDecoder::new(self.config.max_frame_bytes),
+                    error_body: Vec::new(),
+                    resent: false,
+                }
+            }
+            ReceiveLeg::FancyPoll { .. } | ReceiveLeg::BrokerPoll { .. } => Kind::Poll {
+                inflight: None,
+                subscribed: false,
+                subscriber: None,
+                cursor: None,
+                next_at: None,
+                last_answered: None,
+            },
+        };
+        self.leg = Some(Receive {
+            kind,
+            epoch,
+            heard: now,
+            closed: None,
+            seen: Seen::default(),
+            listing: None,
+        });
+        if self.config.leg.is_poll() {
+            self.send_poll(now, deadline, true, false);
+        }
+    }
+
+    /// Cancels the leg's open requests and forgets it.
+    pub(crate) fn drop_leg(&mut self) {
+        if let Some(leg) = self.leg.take() {
+            for id in leg.open_requests() {
+                self.transmits.push_back(Transmit::Cancel(id));
+            }
+        }
+    }
+
+    /// Sends the next poll of the leg, bounded by `deadline`; `subscribe`
+    /// asks with a zero wait (only to learn the subscriber). `parked` is
+    /// the warm poll kept on the relay between operations.
+    fn send_poll(&mut self, now: Instant, deadline: Instant, subscribe: bool, parked: bool) {
+        let Some(leg) = self.leg.as_ref() else {
+            return;
+        };
+        let Kind::Poll {
+            subscriber, cursor, ..
+        } = &leg.kind
+        else {
+            return;
+        };
+        let remaining = deadline.saturating_duration_since(now);
+        let (url, wait) = match &self.config.leg {
+            ReceiveLeg::FancyPoll { wait } => {
+                let wait = if subscribe {
+                    Duration::ZERO
+                } else {
+                    (*wait).min(remaining).min(FANCY_MAX_WAIT)
+                };
+                let ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+                (Ok(self.endpoint.poll_url(ms, subscriber.as_deref())), wait)
+            }
+            ReceiveLeg::BrokerPoll { path, wait } => {
+                let secs = if subscribe {
+                    0
+                } else {
+                    let remaining_secs =
+                        remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0);
+                    wait.as_secs().min(remaining_secs).max(1)
+                };
+                let secs32 = u32::try_from(secs).unwrap_or(u32::MAX);
+                (
+                    self.endpoint
+                        .broker_poll_url(path, secs32, cursor.as_deref()),
+                    Duration::from_secs(secs),
+                )
+            }
+            ReceiveLeg::Sse => return,
+        };
+        let url = match url {
+            Ok(url) => url,
+            Err(e) => {
+                if let Some(leg) = self.leg.as_mut() {
+                    leg.closed = Some(e);
+                }
+                return;
+            }
+        };
+        let id = if parked {
+            RequestId::WARM
+        } else {
+            self.next_id()
+        };
+        let request_deadline = if parked {
+            now + wait + PARK_GRACE
+        } else {
+            deadline
+        };
+        self.request(
+            id,
+            HttpMethod::Get,
+            Leg::Poll,
+            url,
+            None,
+            request_deadline,
+            false,
+        );
+        if let Some(Receive {
+            kind: Kind::Poll {
+                inflight, next_at, ..
+            },
+            ..
+        }) = self.leg.as_mut()
+        {
+            *next_at = None;
+            *inflight = Some(PollInFlight {
+                id,
+                started: now,
+                wait,
+                status: None,
+                body: Vec::new(),
+                parked,
+                resent: false,
+            });
+        }
+    }
+
+    /// Makes sure the leg can carry the next exchange's reply: replaces a
+    /// leg that ended, broke, went silent, or whose parked poll is overdue,
+    /// and subscribes one if there is none. A leg the relay closed for good
+    /// (410/401) is that error.
+    fn ready_leg(&mut self, now: Instant, deadline: Instant) -> Result<(), Error> {
+        let silence = self.config.leg_silence;
+        let replace = match self.leg.as_mut() {
+            None => true,
+            Some(leg) => {
+                if let Some(e) = &leg.closed {
+                    if e.is_terminal() {
+                        return Err(e.clone());
+                    }
+                    true
+                } else {
+                    match &mut leg.kind {
+                        Kind::Sse { status, .. } => {
+                            // A stream that has heard nothing for too long
+                            // is not trusted: a new one must answer first.
+                            status.is_some() && now.saturating_duration_since(leg.heard) > silence
+                        }
+                        Kind::Poll {
+                            inflight,
+                            last_answered,
+                            subscriber,
+                            subscribed,
+                            ..
+                        } => {
+                            if let Some(p) = inflight.as_mut().filter(|p| p.parked) {
+                                // The poll parked between operations: taken
+                                // over by this one, or, overdue, dead.
+                                p.parked = false;
+                                now.saturating_duration_since(p.started) > p.wait + PARK_GRACE
+                            } else {
+                                let fresh = inflight.is_some()
+                                    || last_answered.is_some_and(|t| {
+                                        now.saturating_duration_since(t) < POLL_FRESH
+                                    });
+                                if !fresh {
+                                    // The relay may have pruned it: a new
+                                    // subscriber answers first.
+                                    *subscribed = false;
+                                    *subscriber = None;
+                                }
+                                false
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        if replace {
+            self.subscribe(now, deadline);
+            return Ok(());
+        }
+        let needs_subscribe_poll = matches!(
+            self.leg.as_ref().map(|l| &l.kind),
+            Some(Kind::Poll {
+                subscribed: false,
+                inflight: None,
+                ..
+            })
+        );
+        if needs_subscribe_poll {
+            self.send_poll(now, deadline, true, false);
+        }
+        Ok(())
+    }
+
+    /// Sends the leg's request `id` again on a fresh connection, once, after
+    /// a kept connection was found closed before it was written. False when
+    /// it was already sent again (or is not the leg's).
+    fn resend_leg_request(&mut self, id: RequestId, deadline: Instant, now: Instant) -> bool {
+        enum Again {
+            Stream,
+            Poll { subscribe: bool, parked: bool },
+        }
+        let again = match self.leg.as_mut().map(|l| &mut l.kind) {
+            Some(Kind::Sse {
+                id: sid,
+                status: None,
+                resent,
+                ..
+            }) if *sid == id && !*resent => {
+                *resent = true;
+                Again::Stream
+            }
+            Some(Kind::Poll {
+                inflight: Some(p),
+                subscribed,
+                ..
+            }) if p.id == id && !p.resent => Again::Poll {
+                subscribe: !*subscribed,
+                parked: p.parked,
+            },
+            _ => return false,
+        };
+        match again {
+            Again::Stream => {
+                let url = self.endpoint.events_url();
+                self.request(
+                    id,
+                    HttpMethod::Get,
+                    Leg::Events,
+                    url,
+                    None,
+                    now + STREAM_LIFETIME,
+                    true,
+                );
+            }
+            Again::Poll { subscribe, parked } => {
+                self.send_poll(now, deadline, subscribe, parked);
+                if let Some(Transmit::Request(req)) = self.transmits.back_mut() {
+                    req.fresh = true;
+                }
+                if let Some(Receive {
+                    kind:
+                        Kind::Poll {
+                            inflight: Some(p), ..
+                        },
+                    ..
+                }) = self.leg.as_mut()
+                {
+                    p.resent = true;
+                }
+            }
+        }
+        true
+    }
+
+    /// An event of the leg's request `id` while no exchange waits on the
+    /// leg (between exchanges, or after the operation's outcome): frames
+    /// are only looked at for notices.
+    pub(crate) fn leg_event(&mut self, id: RequestId, event: HttpEvent, now: Instant) {
+        let (max, fancy) = (self.config.max_frame_bytes, self.config.leg.is_fancy());
+        if let Some(leg) = self.leg.as_mut() {
+            let _ = leg.handle(id, event, max, fancy, now);
+        }
+    }
+
+    /// Whether the leg is open: a POST sent now has its reply delivered.
+    fn leg_open(&self) -> bool {
+        self.leg.as_ref().is_some_and(Receive::is_open)
+    }
+
+    /// At the end of an operation: in warm mode, a usable leg is kept (its
+    /// SSE stream stays open; a long-poll leg gets a poll parked on the
+    /// relay); otherwise, or after a terminal answer, it is closed.
+    pub(crate) fn end_operation(&mut self, terminal: bool, now: Instant) -> Option<WarmLeg> {
+        let keep =
+            self.config.warm && !terminal && self.leg.as_ref().is_some_and(|l| l.closed.is_none());
+        if !keep {
+            self.drop_leg();
+            return None;
+        }
+        let mut leg = self.leg.take()?;
+        match &mut leg.kind {
+            Kind::Sse { id, .. } => {
+                if *id != RequestId::WARM {
+                    self.transmits.push_back(Transmit::Cancel(*id));
+                    return None;
+                }
+            }
+            Kind::Poll {
+                inflight,
+                subscriber,
+                subscribed,
+                ..
+            } => {
+                if !*subscribed || subscriber.is_none() && self.config.leg.is_fancy() {
+                    if let Some(p) = inflight.take() {
+                        self.transmits.push_back(Transmit::Cancel(p.id));
+                    }
+                    return None;
+                }
+                match inflight {
+                    // The parked poll this operation took over is still
+                    // parked: it stays, nothing new is sent.
+                    Some(p) if p.id == RequestId::WARM => p.parked = true,
+                    Some(p) => {
+                        self.transmits.push_back(Transmit::Cancel(p.id));
+                        *inflight = None;
+                    }
+                    None => {}
+                }
+            }
+        }
+        let park = matches!(leg.kind, Kind::Poll { inflight: None, .. });
+        self.leg = Some(leg);
+        if park {
+            // A poll parked on the relay between operations: the next
+            // operation's reply arrives on it, and until it returns no
+            // frame waits unseen on the relay.
+            let deadline = now + FANCY_MAX_WAIT;
+            self.send_poll(now, deadline, false, true);
+        }
+        let (max_frame_bytes, fancy) = (self.config.max_frame_bytes, self.config.leg.is_fancy());
+        self.leg.take().map(|state| WarmLeg {
+            state,
+            max_frame_bytes,
+            fancy,
+        })
+    }
+}
+
+/// What was seen on a leg that Human+ acts on, since it was last reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// A `notifications/tools/list_changed` arrived.
+    pub list_changed: bool,
+    /// A person acted on the surface (`notifications/agent_activity` with
+    /// `source: "user"`).
+    pub person_active: bool,
+}
+
+impl Seen {
+    fn note(&mut self, n: Notice) {
+        match n {
+            Notice::ToolsListChanged => self.list_changed = true,
+            Notice::PersonActive => self.person_active = true,
+        }
+    }
+
+    /// Both sets of observations.
+    #[must_use]
+    pub fn merged(self, other: Seen) -> Seen {
+        Seen {
+            list_changed: self.list_changed || other.list_changed,
+            person_active: self.person_active || other.person_active,
+        }
+    }
+}
+
+/// An admitted listing fetched over a leg, reusable while it is provably
+/// current (see [`TransportConfig::listing_max_age`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Listing {
+    pub(crate) discovery: Discovery,
+    /// The leg's epoch when it was fetched.
+    pub(crate) epoch: u64,
+    /// When it stops being reused.
+    pub(crate) expires: Instant,
+}
+
+#[derive(Debug)]
+struct PollInFlight {
+    id: RequestId,
+    started: Instant,
+    wait: Duration,
+    status: Option<u16>,
+    body: Vec<u8>,
+    /// The warm poll kept on the relay between operations.
+    parked: bool,
+    /// Sent again once on a fresh connection.
+    resent: bool,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Sse {
+        id: RequestId,
+        status: Option<u16>,
+        decoder: SseDecoder,
+        error_body: Vec<u8>,
+        /// The subscription was sent again once on a fresh connection.
+        resent: bool,
+    },
+    Poll {
+        inflight: Option<PollInFlight>,
+        /// The first poll was answered: the relay knows this subscriber.
+        subscribed: bool,
+        subscriber: Option<String>,
+        cursor: Option<String>,
+        next_at: Option<Instant>,
+        last_answered: Option<Instant>,
+    },
+}
+
+/// A receive leg: one SSE stream, or a long-poll subscriber and its polls.
+#[derive(Debug)]
+pub(crate) struct Receive {
+    kind: Kind,
+    /// Which subscription this is: a listing fetched on one epoch is
+    /// current only on that epoch.
+    epoch: u64,
+    /// When anything last arrived on it (a keepalive comment included).
+    heard: Instant,
+    /// Why it can no longer carry a reply.
+    closed: Option<Error>,
+    /// What was seen on it that Human+ acts on.
+    pub(crate) seen: Seen,
+    /// The listing fetched over it, while current.
+    pub(crate) listing: Option<Listing>,
+}
+
+/// What one event of the leg produced.
+#[derive(Debug, Default)]
+struct LegNews {
+    /// The leg became open (SSE 200, or the first poll answered).
+    opened: bool,
+    /// Frames that arrived, in order: raw SSE data or parsed poll frames.
+    frames: Vec<Frame>,
+    /// The leg broke, ended or was closed by the relay.
+    failed: Option<Error>,
+    /// A poll was answered (the exchange decides whether to poll again).
+    answered: Option<Answered>,
+}
+
+/// A poll answered with 2xx: enough to decide when to poll again.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    started: Instant,
+    wait: Duration,
+    empty: bool,
+    subscribe: bool,
+}
+
+#[derive(Debug)]
+enum Frame {
+    Data(String),
+    Parsed(Value),
+}
+
+impl Receive {
+    fn owns(&self, id: RequestId) -> bool {
+        match &self.kind {
+            Kind::Sse { id: sid, .. } => *sid == id,
+            Kind::Poll { inflight, .. } => inflight.as_ref().is_some_and(|p| p.id == id),
+        }
+    }
+
+    fn open_requests(&self) -> Vec<RequestId> {
+        match &self.kind {
+            Kind::Sse { id, .. } => vec![*id],
+            Kind::Poll { inflight, .. } => inflight.iter().map(|p| p.id).collect(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        if self.closed.is_some() {
+            return false;
+        }
+        match &self.kind {
+            Kind::Sse {
+                status, decoder, ..
+            } => status.is_some_and(is_success) && !decoder.is_poisoned(),
+            Kind::Poll { subscribed, .. } => *subscribed,
+        }
+    }
+
+    /// The listing kept with this leg, while current at `now`.
+    pub(crate) fn current_listing(&self, now: Instant) -> Option<&Discovery> {
+        let l = self.listing.as_ref()?;
+        (self.closed.is_none() && l.epoch == self.epoch && now < l.expires).then_some(&l.discovery)
+    }
+
+    /// Keeps `discovery`, fetched over this leg now, until `expires`.
+    pub(crate) fn keep_listing(&mut self, discovery: Discovery, expires: Instant) {
+        self.listing = Some(Listing {
+            discovery,
+            epoch: self.epoch,
+            expires,
+        });
+    }
+
+    fn close(&mut self, e: Error) {
+        if self.closed.is_none() {
+            self.closed = Some(e);
+        }
+        self.listing = None;
+    }
+
+    /// Feeds one event of the leg's request `id` (`fancy`: the Fancy
+    /// long-poll dialect, not the broker's).
+    fn handle(
+        &mut self,
+        id: RequestId,
+        event: HttpEvent,
+        max: usize,
+        fancy: bool,
+        now: Instant,
+    ) -> LegNews {
+        let mut news = LegNews::default();
+        if self.closed.is_some() || !self.owns(id) {
+            return news;
+        }
+        self.heard = now;
+        match &mut self.kind {
+            Kind::Sse {
+                status,
+                decoder,
+                error_body,
+                ..
+            } => match event {
+                HttpEvent::Head(s) => {
+                    *status = Some(s);
+                    if is_success(s) {
+                        news.opened = true;
+                    } else if matches!(s, 401 | 410) {
+                        news.failed = Some(status_error(s, b""));
+                    }
+                }
+                HttpEvent::Body(chunk) => {
+                    if !status.is_some_and(is_success) {
+                        keep_prefix(error_body, &chunk, ERROR_BODY_BYTES);
+                        return news;
+                    }
+                    decoder.push(&chunk);
+                    while let Some(event) = decoder.next_event() {
+                        match event {
+                            Err(e) => {
+                                news.failed = Some(e);
+                                break;
+                            }
+                            Ok(ev) if ev.event == "error" => {
+                                if let Some(e) = error_event(&ev.data) {
+                                    news.failed = Some(e);
+                                    break;
+                                }
+                            }
+                            Ok(ev) => news.frames.push(Frame::Data(ev.data)),
+                        }
+                    }
+                }
+                HttpEvent::End => {
+                    let s = status.unwrap_or(0);
+                    news.failed = Some(if is_success(s) {
+                        Error::Protocol(ProtocolError::StreamEnded)
+                    } else {
+                        status_error(s, error_body)
+                    });
+                }
+                HttpEvent::Failed(e) | HttpEvent::NotSent { error: e, .. } => {
+                    news.failed = Some(e);
+                }
+            },
+            Kind::Poll {
+                inflight,
+                subscribed,
+                subscriber,
+                cursor,
+                last_answered,
+                ..
+            } => {
+                let Some(p) = inflight.as_mut() else {
+                    return news;
+                };
+                match event {
+                    HttpEvent::Head(s) => {
+                        p.status = Some(s);
+                        if matches!(s, 401 | 410) {
+                            news.failed = Some(status_error(s, b""));
+                        }
+                    }
+                    HttpEvent::Body(chunk) => {
+                        if p.status.is_some_and(is_success) {
+                            if p.body.len() + chunk.len() > max {
+                                news.failed = Some(Error::Protocol(ProtocolError::FrameTooLarge {
+                                    limit: max,
+                                }));
+                            } else {
+                                p.body.extend_from_slice(&chunk);
+                            }
+                        } else {
+                            keep_prefix(&mut p.body, &chunk, ERROR_BODY_BYTES);
+                        }
+                    }
+                    HttpEvent::End => {
+                        let p = inflight.take();
+                        let Some(p) = p else {
+                            return news;
+                        };
+                        let s = p.status.unwrap_or(0);
+                        if !is_success(s) {
+                            news.failed = Some(status_error(s, &p.body));
+                        } else {
+                            *last_answered = Some(now);
+                            match parse_poll_answer(&p.body, max, fancy, subscriber, cursor) {
+                                Ok(frames) => {
+                                    let subscribe = !*subscribed;
+                                    if subscribe {
+                                        *subscribed = true;
+                                        news.opened = true;
+                                    }
+                                    news.answered = Some(Answered {
+                                        started: p.started,
+                                        wait: p.wait,
+                                        empty: frames.is_empty(),
+                                        subscribe,
+                                    });
+                                    news.frames = frames.into_iter().map(Frame::Parsed).collect();
+                                    if p.parked {
+                                        // Between operations nothing polls
+                                        // after this: frames may wait on the
+                                        // relay unseen, so a kept listing is
+                                        // no longer provably current.
+                                        self.listing = None;
+                                    }
+                                }
+                                Err(e) => news.failed = Some(e),
+                            }
+                        }
+                    }
+                    HttpEvent::Failed(e) | HttpEvent::NotSent { error: e, .. } => {
+                        inflight.take();
+                        news.failed = Some(e);
+                    }
+                }
+            }
+        }
+        for f in &news.frames {
+            let n = match f {
+                Frame::Data(d) => notice(d.as_bytes()),
+                Frame::Parsed(v) => notice_of(v),
+            };
+            if let Some(n) = n {
+                self.seen.note(n);
+                if n == Notice::ToolsListChanged {
+                    self.listing = None;
+                }
+            }
+        }
+        if let Some(e) = &news.failed {
+            self.close(e.clone());
+        }
+        news
+    }
+}
+
+/// Parses a poll answer's body in the leg's dialect, updating the
+/// subscriber (Fancy) or the cursor (broker).
+fn parse_poll_answer(
+    body: &[u8],
+    max: usize,
+    fancy: bool,
+    subscriber: &mut Option<String>,
+    cursor: &mut Option<String>,
+) -> Result<Vec<Value>, Error> {
+    if fancy {
+        let f = parse_fancy_poll(body, max)?;
+        if let Some(s) = f.subscriber {
+            *subscriber = Some(s);
+        }
+        return Ok(f.frames);
+    }
+    let b = parse_broker_poll(body, max)?;
+    if let Some(c) = b.cursor {
+        *cursor = Some(c);
+    }
+    Ok(b.frames)
+}
+
+/// The receive leg of a warm attachment while no operation runs (see
+/// [`TransportConfig::warm`]).
+///
+/// An [`Outcome`](crate::Outcome) hands it back when the leg is still
+/// usable; the runtime keeps it with the attachment, feeds it whatever its
+/// open request delivers meanwhile ([`WarmLeg::handle_event`]: the events
+/// of request [`RequestId::WARM`], an SSE stream or a long-poll parked on
+/// the relay), and gives it to the next operation with
+/// [`Operation::with_warm_leg`](crate::Operation::with_warm_leg). Frames
+/// that arrive between operations answer nobody and are dropped, except
+/// that a `notifications/tools/list_changed` or a person's activity is
+/// remembered; a `session_gone` or `invalid_token` event, or the stream's
+/// end, is remembered, so the next operation fails at once (410/401) or
+/// subscribes again instead of POSTing into a leg that is gone.
+#[derive(Debug)]
+pub struct WarmLeg {
+    pub(crate) state: Receive,
+    max_frame_bytes: usize,
+    fancy: bool,
+}
+
+impl WarmLeg {
+    /// Feeds an event of the warm request ([`RequestId::WARM`]) that
+    /// arrived, at `now`, while no operation was running.
+    pub fn handle_event(&mut self, event: HttpEvent, now: Instant) {
+        let (budget, fancy) = (self.max_frame_bytes, self.fancy);
+        let _ = self
+            .state
+            .handle(RequestId::WARM, event, budget, fancy, now);
+    }
+
+    /// Whether the leg can still carry a reply (a live SSE stream, or a
+    /// long-poll subscriber).
+    #[must_use]
+    pub fn is_open(&self) -> bool {
+        self.state.is_open()
+            || matches!(
+                &self.state.kind,
+                Kind::Poll {
+                    subscriber: Some(_),
+                    ..
+                }
+            ) && self.state.closed.is_none()
+    }
+
+    /// Whether a request ([`RequestId::WARM`]: the SSE stream, or the
+    /// parked poll) is open and must be kept running by the runtime.
+    #[must_use]
+    pub fn has_stream(&self) -> bool {
+        self.state.closed.is_none() && self.state.owns(RequestId::WARM)
+    }
+
+    /// What was seen on the leg since it was last reported.
+    #[must_use]
+    pub fn seen(&self) -> Seen {
+        self.state.seen
+    }
+
+    /// Whether an admitted listing is kept with the leg (it is reused only
+    /// while provably current).
+    #[must_use]
+    pub fn has_listing(&self) -> bool {
+        self.state.listing.is_some()
+    }
+}
+
+/// The error an SSE `event: error` carries, if it is one the relay sends.
+fn error_event(data: &str) -> Option<Error> {
+    match data.trim() {
+        "session_gone" => Some(Error::SurfaceUnavailable),
+        "invalid_token" => Some(Error::AttachmentUnauthorized(Unauthorized::Relay)),
+        _ => None,
     }
 }
 
@@ -121,180 +917,21 @@ enum PostState {
         status: Option<u16>,
         body: Vec<u8>,
     },
-    Done,
+    /// Answered 2xx.
+    Delivered,
+    /// It may have been written, but its HTTP answer was lost.
+    Lost,
 }
 
-#[derive(Debug)]
-struct PollInFlight {
-    id: RequestId,
-    started: Instant,
-    wait: Duration,
-    status: Option<u16>,
-    body: Vec<u8>,
-}
-
-#[derive(Debug)]
-enum LegState {
-    /// A notification: no receive leg.
-    None,
-    Sse {
-        id: Option<RequestId>,
-        status: Option<u16>,
-        decoder: SseDecoder,
-        error_body: Vec<u8>,
-        /// Why the stream is no longer usable (warm legs between exchanges).
-        closed: Option<Error>,
-    },
-    Poll {
-        inflight: Option<PollInFlight>,
-        subscribed: bool,
-        subscriber: Option<String>,
-        cursor: Option<String>,
-        next_at: Option<Instant>,
-        /// When a poll was last answered (warm legs reuse a fresh
-        /// subscriber).
-        last_answered: Option<Instant>,
-    },
-}
-
-impl LegState {
-    fn fresh(config: &TransportConfig) -> LegState {
-        match &config.leg {
-            ReceiveLeg::Sse => LegState::Sse {
-                id: None,
-                status: None,
-                decoder: SseDecoder::new(config.max_frame_bytes),
-                error_body: Vec::new(),
-                closed: None,
-            },
-            ReceiveLeg::FancyPoll { .. } | ReceiveLeg::BrokerPoll { .. } => LegState::Poll {
-                inflight: None,
-                subscribed: false,
-                subscriber: None,
-                cursor: None,
-                next_at: None,
-                last_answered: None,
-            },
-        }
-    }
-
-    /// Whether the leg can carry the next exchange's reply.
-    fn alive(&self) -> bool {
-        match self {
-            LegState::None => false,
-            LegState::Sse {
-                id,
-                status,
-                decoder,
-                closed,
-                ..
-            } => {
-                id.is_some()
-                    && status.is_some_and(is_success)
-                    && closed.is_none()
-                    && !decoder.is_poisoned()
-            }
-            LegState::Poll { subscriber, .. } => subscriber.is_some(),
-        }
-    }
-}
-
-/// The receive leg of a warm attachment while no operation runs (see
-/// [`TransportConfig::warm`]).
-///
-/// An [`Outcome`](crate::Outcome) hands it back when the leg is still
-/// usable; the runtime keeps it with the attachment, feeds it whatever its
-/// open stream delivers meanwhile ([`WarmLeg::handle_event`]: the events
-/// of request [`RequestId::WARM`]), and gives it to the next operation with
-/// [`Operation::with_warm_leg`](crate::Operation::with_warm_leg). Frames
-/// that arrive between operations answer nobody and are dropped; a
-/// `session_gone` or `invalid_token` event, or the stream's end, is
-/// remembered, so the next operation fails at once (410/401) or subscribes
-/// again (an ended stream) instead of POSTing into a leg that is gone.
-#[derive(Debug)]
-pub struct WarmLeg {
-    state: LegState,
-}
-
-impl WarmLeg {
-    /// Feeds an event of the warm stream (request [`RequestId::WARM`])
-    /// that arrived while no operation was running.
-    pub fn handle_event(&mut self, event: HttpEvent, now: Instant) {
-        let _ = now;
-        let LegState::Sse {
-            status,
-            decoder,
-            closed,
-            ..
-        } = &mut self.state
-        else {
-            return;
-        };
-        if closed.is_some() {
-            return;
-        }
-        match event {
-            HttpEvent::Head(s) => {
-                *status = Some(s);
-                if !is_success(s) {
-                    *closed = Some(status_error(s, b""));
-                }
-            }
-            HttpEvent::Body(chunk) => {
-                if !status.is_some_and(is_success) {
-                    return;
-                }
-                decoder.push(&chunk);
-                while let Some(event) = decoder.next_event() {
-                    match event {
-                        Err(e) => {
-                            *closed = Some(e);
-                            return;
-                        }
-                        Ok(ev) if ev.event == "error" => {
-                            if let Some(e) = error_event(&ev.data) {
-                                *closed = Some(e);
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                    }
-                }
-            }
-            HttpEvent::End => *closed = Some(Error::Protocol(ProtocolError::StreamEnded)),
-            HttpEvent::Failed(e) => *closed = Some(e),
-        }
-    }
-
-    /// Whether the leg can still carry a reply (a live SSE stream, or a
-    /// long-poll subscriber).
-    #[must_use]
-    pub fn is_open(&self) -> bool {
-        self.state.alive()
-    }
-
-    /// Whether a stream request ([`RequestId::WARM`]) is open and must be
-    /// kept running by the runtime.
-    #[must_use]
-    pub fn has_stream(&self) -> bool {
-        matches!(
-            &self.state,
-            LegState::Sse {
-                id: Some(_),
-                closed: None,
-                ..
-            }
-        )
-    }
-}
-
-/// The error an SSE `event: error` carries, if it is one the relay sends.
-fn error_event(data: &str) -> Option<Error> {
-    match data.trim() {
-        "session_gone" => Some(Error::SurfaceUnavailable),
-        "invalid_token" => Some(Error::AttachmentUnauthorized(Unauthorized::Relay)),
-        _ => None,
-    }
+/// What an exchange does to the surface, for the never-twice rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Acts {
+    /// A read (`initialize`, `tools/list`, a change feed): a lost answer is
+    /// the transport's error, as it was.
+    No,
+    /// It acts on the surface: a lost answer is
+    /// [`Error::DeliveryUnknown`] with this.
+    Yes(DeliveryUnknown),
 }
 
 /// One request/response (or one notification) over the relay.
@@ -303,14 +940,14 @@ pub(crate) struct Exchange {
     expect: Option<String>,
     frame: Option<Vec<u8>>,
     target: PostTarget,
+    acts: Acts,
     deadline: Instant,
     post: PostState,
-    leg: LegState,
-    open: BTreeSet<RequestId>,
+    /// The POST was sent again once on a fresh connection.
+    resent: bool,
     result: Option<Result<Value, Error>>,
-    /// The receive leg ended cleanly while the POST was still in flight:
-    /// the POST's answer decides (a 410 there is a gone session, not a
-    /// broken stream).
+    /// The receive leg ended while the POST was still in flight: the POST's
+    /// answer decides (a 410 there is a gone session, not a broken leg).
     leg_ended: Option<Error>,
     /// Frames seen on the receive leg that were not the reply.
     pub(crate) ignored: u64,
@@ -318,124 +955,88 @@ pub(crate) struct Exchange {
 
 impl Exchange {
     /// A request expecting the reply with JSON-RPC id `expect`.
-    pub(crate) fn request(io: &mut Io, expect: String, frame: Vec<u8>, now: Instant) -> Self {
-        let deadline = now + io.config.timeout;
-        let warm = if io.config.warm {
-            io.warm_leg.take().map(|w| w.state)
-        } else {
-            None
-        };
-        let leg = warm.unwrap_or_else(|| LegState::fresh(&io.config));
-        let mut x = Exchange {
-            expect: Some(expect),
-            frame: Some(frame),
-            target: PostTarget::Inbox,
-            deadline,
-            post: PostState::NotSent,
-            leg,
-            open: BTreeSet::new(),
-            result: None,
-            leg_ended: None,
-            ignored: 0,
-        };
-        x.start(io, now);
+    pub(crate) fn request(
+        io: &mut Io,
+        expect: String,
+        frame: Vec<u8>,
+        acts: Acts,
+        now: Instant,
+    ) -> Self {
+        let mut x = Exchange::new(io, Some(expect), Some(frame), PostTarget::Inbox, acts, now);
+        if let Err(e) = io.ready_leg(now, x.deadline) {
+            x.finish(io, Err(e));
+            return x;
+        }
+        if io.leg_open() {
+            x.send_post(io, false);
+            x.poll_if_idle(io, now);
+        }
         x
     }
 
     /// A POST-only exchange: a notification to the inbox, or `unregister`.
+    /// The receive leg, if any, is left as it is.
     pub(crate) fn post_only(
         io: &mut Io,
         target: PostTarget,
         frame: Option<Vec<u8>>,
+        acts: Acts,
         now: Instant,
     ) -> Self {
-        let mut x = Exchange {
-            expect: None,
-            frame,
-            target,
-            deadline: now + io.config.timeout,
-            post: PostState::NotSent,
-            leg: LegState::None,
-            open: BTreeSet::new(),
-            result: None,
-            leg_ended: None,
-            ignored: 0,
-        };
-        x.start(io, now);
+        let mut x = Exchange::new(io, None, frame, target, acts, now);
+        if let Some(e) = io
+            .leg
+            .as_ref()
+            .and_then(|l| l.closed.clone())
+            .filter(Error::is_terminal)
+        {
+            x.finish(io, Err(e));
+            return x;
+        }
+        x.send_post(io, false);
         x
     }
 
-    fn start(&mut self, io: &mut Io, now: Instant) {
-        match &mut self.leg {
-            LegState::None => self.send_post(io),
-            LegState::Sse {
-                id, status, closed, ..
-            } => {
-                // A warm stream that the relay ended with 410/401 decides
-                // now; one that merely ended is replaced.
-                if let Some(e) = closed.take() {
-                    if e.is_terminal() {
-                        self.finish(io, Err(e));
-                        return;
-                    }
-                    self.leg = LegState::fresh(&io.config);
-                    return self.start(io, now);
-                }
-                if let Some(open) = *id
-                    && status.is_some_and(is_success)
-                {
-                    // Warm: the leg is open, the frame may go at once.
-                    self.open.insert(open);
-                    self.send_post(io);
-                    return;
-                }
-                let url = io.endpoint.events_url();
-                let rid = if io.config.warm {
-                    io.request_as(
-                        RequestId::WARM,
-                        HttpMethod::Get,
-                        Leg::Events,
-                        url,
-                        None,
-                        now + WARM_LEG_LIFETIME,
-                    )
-                } else {
-                    io.request(HttpMethod::Get, Leg::Events, url, None, self.deadline)
-                };
-                *id = Some(rid);
-                self.open.insert(rid);
-            }
-            LegState::Poll {
-                subscribed,
-                subscriber,
-                last_answered,
-                ..
-            } => {
-                let fresh = subscriber.is_some()
-                    && last_answered
-                        .is_some_and(|t| now.saturating_duration_since(t) < WARM_POLL_FRESH);
-                if fresh {
-                    // Warm: the subscriber exists; post, then poll it.
-                    *subscribed = true;
-                    self.send_post(io);
-                    self.send_poll(io, now, false);
-                } else {
-                    *subscribed = false;
-                    *subscriber = None;
-                    self.send_poll(io, now, true);
-                }
-            }
+    fn new(
+        io: &Io,
+        expect: Option<String>,
+        frame: Option<Vec<u8>>,
+        target: PostTarget,
+        acts: Acts,
+        now: Instant,
+    ) -> Self {
+        Exchange {
+            expect,
+            frame,
+            target,
+            acts,
+            deadline: now + io.config.timeout,
+            post: PostState::NotSent,
+            resent: false,
+            result: None,
+            leg_ended: None,
+            ignored: 0,
         }
     }
 
-    fn send_post(&mut self, io: &mut Io) {
+    fn send_post(&mut self, io: &mut Io, fresh: bool) {
         let url = match self.target {
             PostTarget::Inbox => io.endpoint.inbox_url(),
             PostTarget::Unregister => io.endpoint.unregister_url(),
         };
-        let body = self.frame.take();
-        let id = io.request(HttpMethod::Post, Leg::Post, url, body, self.deadline);
-        self.open.insert(id);
+        // The frame is kept: it is sent again only if it provably never
+        // left.
+        let body = self.frame.clone();
+        let id = io.next_id();
+        io.request(
+            id,
+            HttpMethod::Post,
+            Leg::Post,
+            url,
+            body,
+            self.deadline,
+            fresh,
+        );
         self.post = PostState::InFlight {
             id,
             status: None,
@@ -443,71 +1044,35 @@ impl Exchange {
         };
     }
 
-    fn send_poll(&mut self, io: &mut Io, now: Instant, subscribe: bool) {
-        let LegState::Poll {
-            subscriber,
-            cursor,
-            next_at,
-            ..
-        } = &mut self.leg
-        else {
-            return;
-        };
-        *next_at = None;
-        let remaining = self.deadline.saturating_duration_since(now);
-        let (url, wait) = match &io.config.leg {
-            ReceiveLeg::FancyPoll { wait } => {
-                let wait = if subscribe {
-                    Duration::ZERO
-                } else {
-                    (*wait).min(remaining).min(FANCY_MAX_WAIT)
-                };
-                let ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
-                (Ok(io.endpoint.poll_url(ms, subscriber.as_deref())), wait)
-            }
-            ReceiveLeg::BrokerPoll { path, wait } => {
-                let secs = if subscribe {
-                    0
-                } else {
-                    let remaining_secs =
-                        remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0);
-                    wait.as_secs().min(remaining_secs).max(1)
-                };
-                let secs32 = u32::try_from(secs).unwrap_or(u32::MAX);
-                (
-                    io.endpoint.broker_poll_url(path, secs32, cursor.as_deref()),
-                    Duration::from_secs(secs),
-                )
-            }
-            ReceiveLeg::Sse => return,
-        };
-        let url = match url {
-            Ok(url) => url,
-            Err(e) => {
-                self.finish(io, Err(e));
-                return;
-            }
-        };
-        let id = io.request(HttpMethod::Get, Leg::Poll, url, None, self.deadline);
-        self.open.insert(id);
-        if let LegState::Poll { inflight, .. } = &mut self.leg {
-            *inflight = Some(PollInFlight {
-                id,
-                started: now,
-                wait,
-                status: None,
-                body: Vec::new(),
-            });
+    /// On a long-poll leg with no poll in flight (or paced): poll now.
+    fn poll_if_idle(&mut self, io: &mut Io, now: Instant) {
+        let idle = matches!(
+            io.leg.as_ref().map(|l| &l.kind),
+            Some(Kind::Poll {
+                inflight: None,
+                subscribed: true,
+                ..
+            })
+        );
+        if idle {
+            io.send_poll(now, self.deadline, false, false);
+        }
+    }
+
+    fn post_id(&self) -> Option<RequestId> {
+        match &self.post {
+            PostState::InFlight { id, .. } => Some(*id),
+            _ => None,
         }
     }
 
     /// The earliest instant this exchange needs to be woken at.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self, io: &Io) -> Option<Instant> {
         if self.result.is_some() {
             return None;
         }
-        let pace = match &self.leg {
-            LegState::Poll { next_at, .. } => *next_at,
+        let pace = match io.leg.as_ref().map(|l| &l.kind) {
+            Some(Kind::Poll { next_at, .. }) => *next_at,
             _ => None,
         };
         Some(pace.map_or(self.deadline, |p| p.min(self.deadline)))
@@ -526,33 +1091,30 @@ impl Exchange {
         if self.result.is_some() {
             return;
         }
-        let terminal = result.as_ref().is_err_and(Error::is_terminal);
-        self.result = Some(result);
-        let keep = io.config.warm && !terminal && self.leg.alive();
-        let stream = match &self.leg {
-            LegState::Sse { id, .. } if keep => *id,
-            _ => None,
-        };
-        for id in std::mem::take(&mut self.open) {
-            if Some(id) != stream {
-                io.transmits.push_back(Transmit::Cancel(id));
-            }
+        if let Some(id) = self.post_id() {
+            io.transmits.push_back(Transmit::Cancel(id));
         }
-        if let LegState::Poll {
-            next_at, inflight, ..
-        } = &mut self.leg
+        if let Some(Receive {
+            kind: Kind::Poll { next_at, .. },
+            ..
+        }) = io.leg.as_mut()
         {
             *next_at = None;
-            *inflight = None;
         }
-        if keep {
-            let state = std::mem::replace(&mut self.leg, LegState::None);
-            io.warm_leg = Some(WarmLeg { state });
-        }
+        self.result = Some(result);
     }
 
-    fn owns(&self, id: RequestId) -> bool {
-        self.result.is_none() && self.open.contains(&id)
+    /// The outcome when the reply can no longer come: for a request that
+    /// acts on the surface and was (or may have been) delivered, its fate
+    /// is unknown; otherwise `error`.
+    fn undelivered(&self, error: Error) -> Error {
+        match (&self.acts, &self.post) {
+            (
+                Acts::Yes(what),
+                PostState::InFlight { .. } | PostState::Delivered | PostState::Lost,
+            ) if !error.is_terminal() => Error::DeliveryUnknown(what.clone()),
+            _ => error,
+        }
     }
 
     pub(crate) fn handle_timeout(&mut self, io: &mut Io, now: Instant) {
@@ -560,308 +1122,227 @@ impl Exchange {
             return;
         }
         if now >= self.deadline {
-            self.finish(io, Err(Error::Timeout));
+            let e = if matches!(self.post, PostState::Lost) {
+                self.undelivered(Error::Timeout)
+            } else {
+                Error::Timeout
+            };
+            self.finish(io, Err(e));
             return;
         }
-        let due = matches!(&self.leg, LegState::Poll { next_at: Some(at), inflight: None, .. } if now >= *at);
+        let due = matches!(
+            io.leg.as_ref().map(|l| &l.kind),
+            Some(Kind::Poll { next_at: Some(at), inflight: None, .. }) if now >= *at
+        );
         if due {
-            self.send_poll(io, now, false);
+            io.send_poll(now, self.deadline, false, false);
         }
     }
 
-    pub(crate) fn handle_head(&mut self, io: &mut Io, id: RequestId, status: u16, now: Instant) {
-        if !self.owns(id) {
+    /// Feeds one event of request `id` (the POST, or the leg's).
+    pub(crate) fn handle_event(
+        &mut self,
+        io: &mut Io,
+        id: RequestId,
+        event: HttpEvent,
+        now: Instant,
+    ) {
+        if self.post_id() == Some(id) {
+            self.post_event(io, event, now);
             return;
         }
-        if matches!(status, 401 | 409 | 410) {
-            // Decisive whatever the body says: no need to read it.
-            let is_post = matches!(&self.post, PostState::InFlight { id: pid, .. } if *pid == id);
-            let err = status_error(status, b"");
-            let gone_is_fine = is_post
-                && self.target == PostTarget::Unregister
-                && matches!(err, Error::SurfaceUnavailable);
-            if is_post {
-                self.post = PostState::Done;
-            }
-            self.open.remove(&id);
-            self.finish(
-                io,
-                if gone_is_fine {
-                    Ok(Value::Null)
-                } else {
-                    Err(err)
-                },
-            );
+        if !io.leg.as_ref().is_some_and(|l| l.owns(id)) {
             return;
         }
-        if let PostState::InFlight {
-            id: pid, status: s, ..
-        } = &mut self.post
-            && *pid == id
-        {
-            *s = Some(status);
-            return;
-        }
-        let mut open_post = false;
-        match &mut self.leg {
-            LegState::Sse {
-                id: Some(sid),
-                status: s,
+        // A leg request given a kept connection found closed before it was
+        // written: once more, on a fresh connection.
+        if matches!(
+            event,
+            HttpEvent::NotSent {
+                kept_connection: true,
                 ..
-            } if *sid == id => {
-                *s = Some(status);
-                open_post = is_success(status);
             }
-            LegState::Poll {
-                inflight: Some(p), ..
-            } if p.id == id => p.status = Some(status),
-            _ => {}
-        }
-        if open_post && matches!(self.post, PostState::NotSent) {
-            self.send_post(io);
-        }
-        let _ = now;
-    }
-
-    pub(crate) fn handle_body(&mut self, io: &mut Io, id: RequestId, chunk: &[u8], now: Instant) {
-        if !self.owns(id) {
-            return;
-        }
-        if let PostState::InFlight {
-            id: pid,
-            status,
-            body,
-        } = &mut self.post
-            && *pid == id
+        ) && io.resend_leg_request(id, self.deadline, now)
         {
-            if !status.is_some_and(is_success) {
-                keep_prefix(body, chunk, ERROR_BODY_BYTES);
-            }
             return;
         }
-        let max = io.config.max_frame_bytes;
-        let mut outcome: Option<Result<Value, Error>> = None;
-        match &mut self.leg {
-            LegState::Sse {
-                id: Some(sid),
-                status,
-                decoder,
-                error_body,
-                ..
-            } if *sid == id => {
-                if !status.is_some_and(is_success) {
-                    keep_prefix(error_body, chunk, ERROR_BODY_BYTES);
-                    return;
-                }
-                decoder.push(chunk);
-                let expect = self.expect.as_deref().unwrap_or_default();
-                while let Some(event) = decoder.next_event() {
-                    match event {
-                        Err(e) => {
-                            outcome = Some(Err(e));
-                            break;
-                        }
-                        Ok(ev) => {
-                            if ev.event == "error" {
-                                match error_event(&ev.data) {
-                                    Some(e) => {
-                                        outcome = Some(Err(e));
-                                        break;
-                                    }
-                                    None => {
-                                        self.ignored += 1;
-                                        continue;
-                                    }
-                                }
-                            }
-                            match correlate_bytes(ev.data.as_bytes(), expect) {
-                                Correlation::Reply(v) => {
-                                    outcome = Some(Ok(v));
-                                    break;
-                                }
-                                Correlation::Ignore => self.ignored += 1,
-                            }
-                        }
-                    }
-                }
-            }
-            LegState::Poll {
-                inflight: Some(p), ..
-            } if p.id == id => {
-                if p.status.is_some_and(is_success) {
-                    if p.body.len() + chunk.len() > max {
-                        outcome = Some(Err(Error::Protocol(ProtocolError::FrameTooLarge {
-                            limit: max,
-                        })));
-                    } else {
-                        p.body.extend_from_slice(chunk);
-                    }
-                } else {
-                    keep_prefix(&mut p.body, chunk, ERROR_BODY_BYTES);
-                }
-            }
-            _ => {}
-        }
-        if let Some(r) = outcome {
-            self.finish(io, r);
-        }
-        let _ = now;
-    }
-
-    pub(crate) fn handle_end(&mut self, io: &mut Io, id: RequestId, now: Instant) {
-        if !self.owns(id) {
-            return;
-        }
-        self.open.remove(&id);
-        // The POST.
-        if let PostState::InFlight {
-            id: pid,
-            status,
-            body,
-        } = &mut self.post
-            && *pid == id
-        {
-            let status = status.unwrap_or(0);
-            let body = std::mem::take(body);
-            self.post = PostState::Done;
-            if !is_success(status) {
-                let err = status_error(status, &body);
-                let gone_is_fine = self.target == PostTarget::Unregister
-                    && matches!(err, Error::SurfaceUnavailable);
-                self.finish(
-                    io,
-                    if gone_is_fine {
-                        Ok(Value::Null)
-                    } else {
-                        Err(err)
-                    },
-                );
-            } else if let Some(err) = self.leg_ended.take() {
-                self.finish(io, Err(err));
-            } else if matches!(self.leg, LegState::None) {
-                self.finish(io, Ok(Value::Null));
-            }
-            return;
-        }
-        if let LegState::Sse {
-            id: Some(sid),
-            status,
-            error_body,
-            closed,
-            ..
-        } = &mut self.leg
-        {
-            if *sid == id {
-                let status = status.unwrap_or(0);
-                let ended_cleanly = is_success(status);
-                let err = if ended_cleanly {
-                    Error::Protocol(ProtocolError::StreamEnded)
-                } else {
-                    status_error(status, error_body)
-                };
-                *closed = Some(err.clone());
-                if ended_cleanly && matches!(self.post, PostState::InFlight { .. }) {
-                    self.leg_ended = Some(err);
-                } else {
-                    self.finish(io, Err(err));
-                }
-            }
-            return;
-        }
-        let taken = match &mut self.leg {
-            LegState::Poll { inflight, .. } => inflight.take_if(|p| p.id == id),
-            _ => None,
-        };
-        if let Some(p) = taken {
-            self.poll_answered(io, p, now);
-        }
-    }
-
-    fn poll_answered(&mut self, io: &mut Io, p: PollInFlight, now: Instant) {
-        let status = p.status.unwrap_or(0);
-        if !is_success(status) {
-            let err = status_error(status, &p.body);
-            self.finish(io, Err(err));
-            return;
-        }
-        let max = io.config.max_frame_bytes;
-        let LegState::Poll {
-            subscribed,
-            subscriber,
-            cursor,
-            last_answered,
-            ..
-        } = &mut self.leg
-        else {
+        let (max, fancy) = (io.config.max_frame_bytes, io.config.leg.is_fancy());
+        let Some(leg) = io.leg.as_mut() else {
             return;
         };
-        *last_answered = Some(now);
-        let parsed = match &io.config.leg {
-            ReceiveLeg::FancyPoll { .. } => parse_fancy_poll(&p.body, max).map(|f| {
-                if let Some(s) = f.subscriber {
-                    *subscriber = Some(s);
-                }
-                (f.frames, f.skipped)
-            }),
-            _ => parse_broker_poll(&p.body, max).map(|b| {
-                if let Some(c) = b.cursor {
-                    *cursor = Some(c);
-                }
-                (b.frames, b.skipped)
-            }),
-        };
-        let was_subscribe = !*subscribed;
-        *subscribed = true;
-        let (frames, skipped) = match parsed {
-            Ok(x) => x,
-            Err(e) => {
-                self.finish(io, Err(e));
+        let news = leg.handle(id, event, max, fancy, now);
+        self.leg_news(io, news, now);
+    }
+
+    fn leg_news(&mut self, io: &mut Io, news: LegNews, now: Instant) {
+        if self.result.is_some() {
+            return;
+        }
+        let expect = self.expect.clone();
+        for frame in news.frames {
+            let Some(expect) = expect.as_deref() else {
+                continue;
+            };
+            let c = match frame {
+                Frame::Data(d) => correlate_bytes(d.as_bytes(), expect),
+                Frame::Parsed(v) => correlate(v, expect),
+            };
+            match c {
+                Correlation::Reply(v) if self.result.is_none() => self.finish(io, Ok(v)),
+                _ => self.ignored += 1,
+            }
+        }
+        if self.result.is_some() {
+            return;
+        }
+        if let Some(e) = news.failed {
+            if self.expect.is_none() {
+                // A notification does not wait for the leg.
                 return;
             }
-        };
-        self.ignored += skipped as u64;
-        let empty = frames.is_empty();
-        let expect = self.expect.clone().unwrap_or_default();
-        for frame in frames {
-            match correlate(frame, &expect) {
-                Correlation::Reply(v) => {
-                    self.finish(io, Ok(v));
-                    return;
-                }
-                Correlation::Ignore => self.ignored += 1,
+            let clean_end = matches!(e, Error::Protocol(ProtocolError::StreamEnded));
+            if clean_end && matches!(self.post, PostState::InFlight { .. }) {
+                self.leg_ended = Some(e);
+            } else {
+                let e = self.undelivered(e);
+                self.finish(io, Err(e));
             }
+            return;
         }
-        if was_subscribe {
+        if news.opened && matches!(self.post, PostState::NotSent) && self.expect.is_some() {
             // The receive leg exists now: only now may the frame go out.
-            self.send_post(io);
+            self.send_post(io, false);
         }
-        let pause = if was_subscribe || !empty {
+        if let Some(a) = news.answered
+            && self.expect.is_some()
+        {
+            self.poll_again(io, a, now);
+        }
+    }
+
+    /// After a poll was answered without the reply: poll again at once, or
+    /// after the pacing pause when the relay ignored `wait`.
+    fn poll_again(&mut self, io: &mut Io, a: Answered, now: Instant) {
+        let pause = if a.subscribe || !a.empty {
             Duration::ZERO
         } else {
             io.config
-                .pacing(p.wait, now.saturating_duration_since(p.started))
+                .pacing(a.wait, now.saturating_duration_since(a.started))
         };
         if pause.is_zero() {
-            self.send_poll(io, now, false);
-        } else if let LegState::Poll { next_at, .. } = &mut self.leg {
+            io.send_poll(now, self.deadline, false, false);
+        } else if let Some(Receive {
+            kind: Kind::Poll { next_at, .. },
+            ..
+        }) = io.leg.as_mut()
+        {
             *next_at = Some((now + pause).min(self.deadline));
         }
     }
 
-    pub(crate) fn handle_error(&mut self, io: &mut Io, id: RequestId, error: Error, now: Instant) {
-        if !self.owns(id) {
+    fn post_event(&mut self, io: &mut Io, event: HttpEvent, now: Instant) {
+        let _ = now;
+        if self.result.is_some() {
             return;
         }
-        self.open.remove(&id);
-        // A runtime that aborts a request at its deadline (the exchange's)
-        // races the exchange's own timer: past the deadline, whatever the
-        // runtime saw, the exchange timed out.
-        let error = if now >= self.deadline {
+        match event {
+            HttpEvent::Head(status) => {
+                if matches!(status, 401 | 409 | 410) {
+                    // Decisive whatever the body says: no need to read it.
+                    self.post = PostState::NotSent;
+                    let err = status_error(status, b"");
+                    let gone_is_fine = self.target == PostTarget::Unregister
+                        && matches!(err, Error::SurfaceUnavailable);
+                    self.finish(
+                        io,
+                        if gone_is_fine {
+                            Ok(Value::Null)
+                        } else {
+                            Err(err)
+                        },
+                    );
+                    return;
+                }
+                if let PostState::InFlight { status: s, .. } = &mut self.post {
+                    *s = Some(status);
+                }
+            }
+            HttpEvent::Body(chunk) => {
+                if let PostState::InFlight { status, body, .. } = &mut self.post
+                    && !status.is_some_and(is_success)
+                {
+                    keep_prefix(body, &chunk, ERROR_BODY_BYTES);
+                }
+            }
+            HttpEvent::End => {
+                let PostState::InFlight { status, body, .. } =
+                    std::mem::replace(&mut self.post, PostState::Delivered)
+                else {
+                    return;
+                };
+                let status = status.unwrap_or(0);
+                if !is_success(status) {
+                    self.post = PostState::NotSent;
+                    let err = status_error(status, &body);
+                    let gone_is_fine = self.target == PostTarget::Unregister
+                        && matches!(err, Error::SurfaceUnavailable);
+                    self.finish(
+                        io,
+                        if gone_is_fine {
+                            Ok(Value::Null)
+                        } else {
+                            Err(err)
+                        },
+                    );
+                } else if let Some(err) = self.leg_ended.take() {
+                    let err = self.undelivered(err);
+                    self.finish(io, Err(err));
+                } else if self.expect.is_none() {
+                    self.finish(io, Ok(Value::Null));
+                }
+            }
+            HttpEvent::NotSent {
+                error,
+                kept_connection,
+            } => {
+                self.post = PostState::NotSent;
+                if kept_connection && !self.resent {
+                    // Provably never left: once more, on a new connection.
+                    self.resent = true;
+                    self.send_post(io, true);
+                } else {
+                    self.finish(io, Err(self.deadline_error(error, now)));
+                }
+            }
+            HttpEvent::Failed(error) => {
+                // It may have been written: never sent again.
+                self.post = PostState::Lost;
+                match (&self.acts, &self.expect) {
+                    // Its reply may still come on the leg: wait for it.
+                    (Acts::Yes(_), Some(_)) if io.leg_open() => {}
+                    (Acts::Yes(what), _) => {
+                        let e = Error::DeliveryUnknown(what.clone());
+                        self.finish(io, Err(e));
+                    }
+                    (Acts::No, _) => {
+                        self.post = PostState::NotSent;
+                        let e = self.deadline_error(error, now);
+                        self.finish(io, Err(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A runtime that aborts a request at its deadline (the exchange's)
+    /// races the exchange's own timer: past the deadline, whatever the
+    /// runtime saw, the exchange timed out.
+    fn deadline_error(&self, error: Error, now: Instant) -> Error {
+        if now >= self.deadline {
             Error::Timeout
         } else {
             error
-        };
-        self.finish(io, Err(error));
+        }
     }
 }
 

@@ -184,6 +184,65 @@ pub fn correlate_bytes(frame: &[u8], expected: &str) -> Correlation {
     }
 }
 
+/// A notification on the receive leg that Human+ acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Notice {
+    /// `notifications/tools/list_changed`: the surface's tools changed, so
+    /// a kept listing is no longer current.
+    ToolsListChanged,
+    /// `notifications/agent_activity` with `source: "user"`: a person acted
+    /// on the surface (the Fancy sharing layer forwards the page's activity
+    /// events to every agent).
+    PersonActive,
+}
+
+/// What `frame` (one received frame's bytes) tells Human+, if anything: a
+/// notification object whose `method` is one of [`Notice`]'s. Replies,
+/// requests, batches and anything unparsable tell nothing. A cheap
+/// substring test comes first, so frames that cannot be a notice are not
+/// parsed.
+///
+/// ```
+/// use human_plus_core::{Notice, notice};
+///
+/// assert_eq!(notice(br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#), Some(Notice::ToolsListChanged));
+/// let person = br#"{"jsonrpc":"2.0","method":"notifications/agent_activity","params":{"source":"user","action":"typing"}}"#;
+/// assert_eq!(notice(person), Some(Notice::PersonActive));
+/// let agent = br#"{"jsonrpc":"2.0","method":"notifications/agent_activity","params":{"agentId":"a-2","action":"editing"}}"#;
+/// assert_eq!(notice(agent), None);
+/// assert_eq!(notice(br#"{"jsonrpc":"2.0","id":"x","result":{"method":"notifications/tools/list_changed"}}"#), None);
+/// ```
+#[must_use]
+pub fn notice(frame: &[u8]) -> Option<Notice> {
+    let list = contains(frame, b"list_changed");
+    let activity = contains(frame, b"agent_activity");
+    if !list && !activity && !contains(frame, b"\\u") {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(frame).ok()?;
+    notice_of(&value)
+}
+
+/// [`notice`] of a frame already parsed (a long-poll answer's frames).
+#[must_use]
+pub fn notice_of(value: &Value) -> Option<Notice> {
+    let object = value.as_object()?;
+    if object.contains_key("id") {
+        return None;
+    }
+    match object.get("method").and_then(Value::as_str)? {
+        "notifications/tools/list_changed" => Some(Notice::ToolsListChanged),
+        "notifications/agent_activity" => {
+            let source = object
+                .get("params")
+                .and_then(|p| p.get("source"))
+                .and_then(Value::as_str);
+            (source == Some("user")).then_some(Notice::PersonActive)
+        }
+        _ => None,
+    }
+}
+
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     if needle.is_empty() {
         return true;

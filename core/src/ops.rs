@@ -11,9 +11,9 @@
 //! Drain order after every input: `poll_transmit` until `None`, then
 //! `poll_outcome`, then `poll_timeout`.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
@@ -22,10 +22,10 @@ use crate::changes::{SurfaceChanges, is_change_feed_tool};
 use crate::endpoint::{EgressPolicy, RelayEndpoint};
 use crate::entropy::{Entropy, random_id};
 use crate::error::{
-    ConflictDetectionUnavailable, Error, ProtocolError, SurfaceChangedUnderYou, SurfaceError,
-    ToolRefusal, Unauthorized,
+    ConflictDetectionUnavailable, DeliveryUnknown, Error, ProtocolError, SurfaceChangedUnderYou,
+    SurfaceError, ToolRefusal, Unauthorized,
 };
-use crate::exchange::{Exchange, Io, PostTarget, WarmLeg};
+use crate::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
 use crate::guard::ResultGuard;
 use crate::invitation::{Activity, Participant, SurfaceInvitation};
 use crate::jsonrpc::{
@@ -122,7 +122,16 @@ impl ManagerConfig {
 /// attachment meets a terminal answer.
 #[derive(Debug, Clone, Default)]
 pub struct InitCache {
-    done: BTreeSet<(String, String)>,
+    done: BTreeMap<(String, String), InitInfo>,
+}
+
+/// What `initialize` told of the surface, kept with the init cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InitInfo {
+    /// The surface declared `capabilities.tools.listChanged: true`: it
+    /// sends `notifications/tools/list_changed` when its tools change, so a
+    /// listing can be reused while none has arrived.
+    pub list_changed: bool,
 }
 
 impl InitCache {
@@ -135,8 +144,15 @@ impl InitCache {
     /// Whether `record` has been initialised.
     #[must_use]
     pub fn contains(&self, record: &SurfaceAttachment) -> bool {
+        self.info(record).is_some()
+    }
+
+    /// What `initialize` told of `record`'s surface, once initialised.
+    #[must_use]
+    pub fn info(&self, record: &SurfaceAttachment) -> Option<InitInfo> {
         self.done
-            .contains(&(record.id().to_owned(), record.client_id().to_owned()))
+            .get(&(record.id().to_owned(), record.client_id().to_owned()))
+            .copied()
     }
 
     /// Applies an outcome's [`InitUpdate`] for `record`.
@@ -149,8 +165,8 @@ impl InitCache {
         let key = key.clone();
         match update {
             InitUpdate::Keep => {}
-            InitUpdate::Set => {
-                self.done.insert(key);
+            InitUpdate::Set(info) => {
+                self.done.insert(key, info);
             }
             InitUpdate::Clear => {
                 self.done.remove(&key);
@@ -176,8 +192,8 @@ impl InitCache {
 pub enum InitUpdate {
     /// Nothing changed.
     Keep,
-    /// `initialize` completed.
-    Set,
+    /// `initialize` completed, with what it told.
+    Set(InitInfo),
     /// The attachment is terminal; forget it.
     Clear,
 }
@@ -227,6 +243,10 @@ pub struct Outcome<T> {
     /// a detach, or a leg that broke). Its stream, if
     /// [`WarmLeg::has_stream`], must be kept running by the runtime.
     pub warm: Option<WarmLeg>,
+    /// What the receive leg showed during the operation (and, warm, since
+    /// the last one) that a caller may act on: a tool list change, a
+    /// person's activity on the surface.
+    pub seen: Seen,
 }
 
 impl<T> Outcome<T> {
@@ -432,6 +452,18 @@ struct Machine {
     /// The start, deferred to the first poll so that a warm leg can be
     /// handed in first: (initialised, unregister on detach, now).
     pending: Option<(bool, bool, Instant)>,
+    /// What `initialize` told of the surface (cached, or learnt now).
+    info: Option<InitInfo>,
+    /// The latest instant an input carried.
+    now: Instant,
+    /// The operation ended: the leg is closed or kept.
+    concluded: bool,
+    /// The leg kept for the next operation (warm mode).
+    warm_out: Option<WarmLeg>,
+    /// What the leg showed.
+    seen: Seen,
+    /// The most a listing may be reused, from the surface's `ttlMs`.
+    list_ttl: Option<Duration>,
 }
 
 impl<T: OperationOutput> Operation<T> {
@@ -451,7 +483,8 @@ impl<T: OperationOutput> Operation<T> {
         let endpoint = RelayEndpoint::new(record.invitation(), record.client_id(), &config.egress)?;
         let nonce = random_id(entropy.as_mut(), "", 4);
         let ids = RequestIds::new(record.client_id(), &nonce);
-        let initialized = init.contains(&record);
+        let info = init.info(&record);
+        let initialized = info.is_some();
         let loaded_generation = record.generation();
         let machine = Machine {
             kind,
@@ -476,6 +509,12 @@ impl<T: OperationOutput> Operation<T> {
             result: None,
             delivered: false,
             pending: Some((initialized, config.unregister_on_detach, now)),
+            info,
+            now,
+            concluded: false,
+            warm_out: None,
+            seen: Seen::default(),
+            list_ttl: None,
         };
         Ok(Operation {
             machine,
@@ -490,7 +529,7 @@ impl<T: OperationOutput> Operation<T> {
     #[must_use]
     pub fn with_warm_leg(mut self, leg: WarmLeg) -> Self {
         if self.machine.pending.is_some() && self.machine.io.config.warm {
-            self.machine.io.warm_leg = Some(leg);
+            self.machine.io.leg = Some(leg.state);
         }
         self
     }
@@ -515,7 +554,7 @@ impl<T: OperationOutput> Operation<T> {
         self.machine
             .exchange
             .as_ref()
-            .and_then(Exchange::poll_timeout)
+            .and_then(|x| x.poll_timeout(&self.machine.io))
     }
 
     /// The relay endpoint: the runtime vets resolved addresses through
@@ -527,55 +566,42 @@ impl<T: OperationOutput> Operation<T> {
 
     /// The response head of `request` arrived.
     pub fn handle_head(&mut self, request: RequestId, status: u16, now: Instant) {
-        self.machine.ensure_begun();
-        if let Some(x) = self.machine.exchange.as_mut() {
-            x.handle_head(&mut self.machine.io, request, status, now);
-        }
-        self.machine.advance(now);
+        self.handle_event(request, HttpEvent::Head(status), now);
     }
 
     /// A chunk of the response body of `request` arrived.
     pub fn handle_body(&mut self, request: RequestId, chunk: &[u8], now: Instant) {
-        self.machine.ensure_begun();
-        if let Some(x) = self.machine.exchange.as_mut() {
-            x.handle_body(&mut self.machine.io, request, chunk, now);
-        }
-        self.machine.advance(now);
+        self.handle_event(request, HttpEvent::Body(chunk.to_vec()), now);
     }
 
     /// The response body of `request` ended.
     pub fn handle_end(&mut self, request: RequestId, now: Instant) {
-        self.machine.ensure_begun();
-        if let Some(x) = self.machine.exchange.as_mut() {
-            x.handle_end(&mut self.machine.io, request, now);
-        }
-        self.machine.advance(now);
+        self.handle_event(request, HttpEvent::End, now);
     }
 
-    /// `request` failed before or while its response arrived (DNS, connect,
-    /// TLS, proxy, I/O, or an egress refusal of its resolved addresses).
+    /// `request` failed before or while its response arrived, after some
+    /// of it may have been written (see [`HttpEvent::Failed`]; a failure
+    /// before anything was written is [`HttpEvent::NotSent`]).
     pub fn handle_error(&mut self, request: RequestId, error: Error, now: Instant) {
-        self.machine.ensure_begun();
-        if let Some(x) = self.machine.exchange.as_mut() {
-            x.handle_error(&mut self.machine.io, request, error, now);
-        }
-        self.machine.advance(now);
+        self.handle_event(request, HttpEvent::Failed(error), now);
     }
 
-    /// Feeds one [`HttpEvent`] of `request` (a convenience over the
-    /// `handle_*` methods for runtimes that queue events).
+    /// Feeds one [`HttpEvent`] of `request`.
     pub fn handle_event(&mut self, request: RequestId, event: HttpEvent, now: Instant) {
-        match event {
-            HttpEvent::Head(status) => self.handle_head(request, status, now),
-            HttpEvent::Body(chunk) => self.handle_body(request, &chunk, now),
-            HttpEvent::End => self.handle_end(request, now),
-            HttpEvent::Failed(error) => self.handle_error(request, error, now),
+        let m = &mut self.machine;
+        m.ensure_begun();
+        m.now = now;
+        match m.exchange.as_mut() {
+            Some(x) if !x.is_done() => x.handle_event(&mut m.io, request, event, now),
+            _ => m.io.leg_event(request, event, now),
         }
+        m.advance(now);
     }
 
     /// Time passed: `now` is at or after [`Operation::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Instant) {
         self.machine.ensure_begun();
+        self.machine.now = now;
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_timeout(&mut self.machine.io, now);
         }
@@ -611,7 +637,8 @@ impl<T: OperationOutput> Operation<T> {
                 self.machine.record.id().to_owned(),
                 self.machine.record.client_id().to_owned(),
             ),
-            warm: self.machine.io.warm_leg.take(),
+            warm: self.machine.warm_out.take(),
+            seen: self.machine.seen,
         })
     }
 }
@@ -766,18 +793,22 @@ impl Machine {
                     &mut self.io,
                     PostTarget::Inbox,
                     Some(frame),
+                    Acts::Yes(DeliveryUnknown::request(
+                        "notifications/human-plus/activity",
+                    )),
                     now,
                 ));
             }
             Kind::Detach => {
                 // A detached attachment keeps no receive leg.
-                self.io.warm_leg = None;
+                self.io.drop_leg();
                 self.step = Step::Act;
                 if unregister {
                     self.exchange = Some(Exchange::post_only(
                         &mut self.io,
                         PostTarget::Unregister,
                         None,
+                        Acts::Yes(DeliveryUnknown::request("unregister")),
                         now,
                     ));
                 } else {
@@ -788,7 +819,11 @@ impl Machine {
             }
             Kind::Tools | Kind::Call { .. } | Kind::Changes => {
                 if initialized {
-                    self.start_list(now);
+                    match self.current_listing(now) {
+                        // Provably current: no need to list again.
+                        Some(discovery) => self.on_discovery(discovery, now),
+                        None => self.start_list(now),
+                    }
                 } else {
                     self.step = Step::Initialize;
                     let params = json!({
@@ -796,28 +831,73 @@ impl Machine {
                         "capabilities": {},
                         "clientInfo": {"name": CLIENT_NAME, "version": CLIENT_VERSION},
                     });
-                    self.request("initialize", Some(&params), now);
+                    self.request("initialize", Some(&params), Acts::No, now);
                 }
             }
         }
     }
 
-    fn request(&mut self, method: &str, params: Option<&Value>, now: Instant) {
+    fn request(&mut self, method: &str, params: Option<&Value>, acts: Acts, now: Instant) {
         let id = self.ids.next_id();
         let frame = encode_request(&id, method, params);
-        self.exchange = Some(Exchange::request(&mut self.io, id, frame, now));
+        self.exchange = Some(Exchange::request(&mut self.io, id, frame, acts, now));
+    }
+
+    /// The listing kept with the warm leg, when it is provably current: the
+    /// leg stayed open without a gap since it was fetched, no
+    /// `notifications/tools/list_changed` arrived since, the surface
+    /// declared `tools.listChanged`, and it is younger than its bound.
+    fn current_listing(&self, now: Instant) -> Option<Discovery> {
+        if !self.info.is_some_and(|i| i.list_changed) {
+            return None;
+        }
+        self.io.leg.as_ref()?.current_listing(now).cloned()
+    }
+
+    /// Keeps `discovery` with the leg for the next operations, when it may
+    /// be reused at all (warm mode, a surface that declared
+    /// `tools.listChanged`, a non-zero bound).
+    fn keep_listing(&mut self, discovery: &Discovery, now: Instant) {
+        let max = match self.list_ttl {
+            Some(ttl) => ttl.min(self.io.config.listing_max_age),
+            None => self.io.config.listing_max_age,
+        };
+        let reusable =
+            self.io.config.warm && self.info.is_some_and(|i| i.list_changed) && !max.is_zero();
+        if let Some(leg) = self.io.leg.as_mut().filter(|_| reusable) {
+            leg.keep_listing(discovery.clone(), now + max);
+        }
+    }
+
+    /// The operation has its result: the receive leg is kept (warm) or
+    /// closed, and what it showed is reported.
+    fn conclude(&mut self) {
+        if self.concluded || self.result.is_none() {
+            return;
+        }
+        self.concluded = true;
+        let terminal = self
+            .result
+            .as_ref()
+            .is_some_and(|r| r.as_ref().is_err_and(Error::is_terminal));
+        if let Some(leg) = self.io.leg.as_mut() {
+            self.seen = self.seen.merged(std::mem::take(&mut leg.seen));
+        }
+        self.exchange = None;
+        self.warm_out = self.io.end_operation(terminal, self.now);
     }
 
     fn start_list(&mut self, now: Instant) {
         self.step = Step::List;
         let params = self.cursor.as_ref().map(|c| json!({ "cursor": c }));
-        self.request("tools/list", params.as_ref(), now);
+        self.request("tools/list", params.as_ref(), Acts::No, now);
     }
 
     /// Moves the program on when the current exchange is done.
     fn advance(&mut self, now: Instant) {
         loop {
             if self.result.is_some() {
+                self.conclude();
                 return;
             }
             let Some(x) = self.exchange.as_mut() else {
@@ -835,9 +915,6 @@ impl Machine {
     }
 
     fn fail(&mut self, error: Error) {
-        if error.is_terminal() {
-            self.io.warm_leg = None;
-        }
         match &error {
             Error::SurfaceUnavailable => {
                 self.record.transition(AttachmentState::SurfaceUnavailable);
@@ -876,12 +953,19 @@ impl Machine {
                         )));
                         return;
                     }
+                    let list_changed = result
+                        .get("capabilities")
+                        .and_then(|c| c.get("tools"))
+                        .and_then(|t| t.get("listChanged"))
+                        == Some(&Value::Bool(true));
+                    self.info = Some(InitInfo { list_changed });
                     self.step = Step::Initialized;
                     let frame = encode_notification::<()>("notifications/initialized", None);
                     self.exchange = Some(Exchange::post_only(
                         &mut self.io,
                         PostTarget::Inbox,
                         Some(frame),
+                        Acts::No,
                         now,
                     ));
                 }
@@ -889,7 +973,7 @@ impl Machine {
             },
             Step::Initialized => match r {
                 Ok(_) => {
-                    self.init = InitUpdate::Set;
+                    self.init = InitUpdate::Set(self.info.unwrap_or_default());
                     self.start_list(now);
                 }
                 Err(e) => self.fail(e),
@@ -915,6 +999,10 @@ impl Machine {
             }
         }
         self.pages += 1;
+        if let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
+            let ttl = Duration::from_millis(ttl);
+            self.list_ttl = Some(self.list_ttl.map_or(ttl, |t| t.min(ttl)));
+        }
         let next = result
             .get("nextCursor")
             .and_then(Value::as_str)
@@ -949,6 +1037,12 @@ impl Machine {
             withheld: admission.withheld,
             malformed: self.malformed,
         };
+        self.keep_listing(&discovery, now);
+        self.on_discovery(discovery, now);
+    }
+
+    /// What the operation does with the admitted tools, listed now or kept.
+    fn on_discovery(&mut self, discovery: Discovery, now: Instant) {
         match &self.kind {
             Kind::Tools => self.succeed(Produced::Tools(discovery)),
             Kind::Call { tool, arguments } => {
@@ -1003,8 +1097,15 @@ impl Machine {
         if let Some(rev) = &self.pinned {
             params.insert("_meta".to_owned(), json!({ "revision": rev.token() }));
         }
+        // A call acts on the surface: its lost answer is never retried.
+        // The change feed is a read.
+        let acts = if matches!(self.kind, Kind::Call { .. }) {
+            Acts::Yes(DeliveryUnknown::call(&tool))
+        } else {
+            Acts::No
+        };
         self.acting_tool = Some(tool);
-        self.request("tools/call", Some(&Value::Object(params)), now);
+        self.request("tools/call", Some(&Value::Object(params)), acts, now);
     }
 
     fn on_acted(&mut self, r: Result<Value, Error>) {

@@ -79,6 +79,11 @@ pub struct HttpRequest {
     /// The instant after which the core no longer cares about this
     /// request; a runtime should abort it by then at the latest.
     pub deadline: Instant,
+    /// Send it on a new connection, never a kept one: the core sends a
+    /// request again only when a kept connection was found closed before a
+    /// byte of it was written ([`HttpEvent::NotSent`] with
+    /// `kept_connection`), and then on a fresh connection.
+    pub fresh: bool,
 }
 
 impl fmt::Debug for HttpRequest {
@@ -102,6 +107,7 @@ impl fmt::Debug for HttpRequest {
             .field("headers", &headers)
             .field("body_len", &self.body.as_ref().map(Vec::len))
             .field("deadline", &self.deadline)
+            .field("fresh", &self.fresh)
             .finish()
     }
 }
@@ -159,6 +165,12 @@ impl ReceiveLeg {
     pub fn is_poll(&self) -> bool {
         !matches!(self, ReceiveLeg::Sse)
     }
+
+    /// Whether this is the Fancy relay's long-poll dialect.
+    #[must_use]
+    pub fn is_fancy(&self) -> bool {
+        matches!(self, ReceiveLeg::FancyPoll { .. })
+    }
 }
 
 /// How exchanges run: the receive leg, the timeout and the budgets.
@@ -190,6 +202,18 @@ pub struct TransportConfig {
     /// open between operations (its request id is [`RequestId::WARM`]); a
     /// long-poll leg keeps its subscriber. See [`WarmLeg`](crate::WarmLeg).
     pub warm: bool,
+    /// A kept leg that has heard nothing (not even the relay's `:
+    /// keepalive` comment, written every 15 s) for longer than this is
+    /// replaced before anything is posted, and the replacement must answer
+    /// first. Default 35 s.
+    pub leg_silence: Duration,
+    /// How long an admitted tool listing is reused at most (warm mode, on a
+    /// leg open without a gap, when the surface declared
+    /// `tools.listChanged`; shorter when the listing carries MCP's `ttlMs`).
+    /// Default 5 minutes; zero re-lists every operation.
+    pub listing_max_age: Duration,
+    /// How kept connections are bounded.
+    pub pool: PoolConfig,
 }
 
 impl Default for TransportConfig {
@@ -201,6 +225,9 @@ impl Default for TransportConfig {
             max_tool_pages: 16,
             min_poll_interval: Duration::from_millis(250),
             warm: false,
+            leg_silence: Duration::from_secs(35),
+            listing_max_age: Duration::from_secs(300),
+            pool: PoolConfig::default(),
         }
     }
 }
@@ -234,6 +261,27 @@ impl TransportConfig {
         self
     }
 
+    /// Sets how long a kept leg may stay silent.
+    #[must_use]
+    pub fn leg_silence(mut self, silence: Duration) -> Self {
+        self.leg_silence = silence;
+        self
+    }
+
+    /// Sets the longest reuse of an admitted listing.
+    #[must_use]
+    pub fn listing_max_age(mut self, age: Duration) -> Self {
+        self.listing_max_age = age;
+        self
+    }
+
+    /// Sets the bounds of kept connections.
+    #[must_use]
+    pub fn pool(mut self, pool: PoolConfig) -> Self {
+        self.pool = pool;
+        self
+    }
+
     /// The pacing rule of seed 000: a poll that came back empty after
     /// `elapsed`, with `wait` requested, is followed by a pause of
     /// `wait - elapsed` when that shortfall exceeds `min_poll_interval`
@@ -249,6 +297,55 @@ impl TransportConfig {
     }
 }
 
+/// How a runtime keeps connections to the relay between requests: which
+/// connections are interchangeable is the core's [`ConnectionKey`]; these
+/// bound how long and how many are kept.
+///
+/// [`ConnectionKey`]: crate::ConnectionKey
+///
+/// ```
+/// use human_plus_core::PoolConfig;
+/// use std::time::Duration;
+///
+/// let p = PoolConfig::default();
+/// assert!(p.idle < Duration::from_secs(5), "below Node's keep-alive timeout");
+/// assert_eq!(PoolConfig::disabled().per_key, 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// An idle connection is closed after this (default 4 s: below the 5 s
+    /// after which Node's HTTP server closes an idle keep-alive socket, so
+    /// a kept connection is rarely reused just as the relay closes it).
+    pub idle: Duration,
+    /// A connection is not reused once this old (default 5 minutes), so the
+    /// relay's name is resolved and vetted again.
+    pub lifetime: Duration,
+    /// At most this many idle connections per key (default 4; 0 keeps
+    /// none).
+    pub per_key: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            idle: Duration::from_secs(4),
+            lifetime: Duration::from_secs(300),
+            per_key: 4,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// Keeps no connection: every request opens its own.
+    #[must_use]
+    pub fn disabled() -> Self {
+        PoolConfig {
+            per_key: 0,
+            ..PoolConfig::default()
+        }
+    }
+}
+
 /// What a runtime observed of one request, in order: a head, body chunks,
 /// and an end — or an error at any point.
 #[derive(Debug, Clone, PartialEq)]
@@ -259,7 +356,22 @@ pub enum HttpEvent {
     Body(Vec<u8>),
     /// The response body ended.
     End,
-    /// The request failed: DNS, connect, TLS, proxy, I/O, a runtime
-    /// timeout, or an egress refusal of its resolved addresses.
+    /// The request failed after some of it may have been written: the
+    /// connection broke while (or after) sending it, or while its answer
+    /// came. The core never sends such a request again; for a request that
+    /// acts on the surface it waits for the reply on the receive leg and
+    /// otherwise reports [`Error::DeliveryUnknown`](crate::Error::DeliveryUnknown).
+    /// A runtime that cannot tell whether bytes left reports this.
     Failed(crate::error::Error),
+    /// Provably nothing of the request was written: resolution, the egress
+    /// vetting of its addresses, connecting, the proxy's CONNECT or the TLS
+    /// handshake failed, or (`kept_connection`) the kept connection it was
+    /// given was found closed before a byte was written — the one case in
+    /// which the core sends it again, once, on a fresh connection.
+    NotSent {
+        /// Why it could not be sent.
+        error: crate::error::Error,
+        /// It was given a kept connection, found closed before writing.
+        kept_connection: bool,
+    },
 }

@@ -22,6 +22,7 @@ struct Agent {
     init: InitCache,
     seed: u64,
     warm: Option<WarmLeg>,
+    last_seen: Seen,
 }
 
 impl Agent {
@@ -35,6 +36,7 @@ impl Agent {
             init: InitCache::new(),
             seed: 100,
             warm: None,
+            last_seen: Seen::default(),
         }
     }
 
@@ -67,6 +69,7 @@ impl Agent {
 
     fn settle<T>(&mut self, mut outcome: Outcome<T>) -> Result<T, Error> {
         self.warm = outcome.warm.take();
+        self.last_seen = outcome.seen;
         if let Some(rec) = outcome.record {
             assert_eq!(
                 outcome.expected_generation,
@@ -998,8 +1001,10 @@ fn warm_poll_keeps_its_subscriber() {
     a.call("sheet_read", json!({})).unwrap();
     assert_eq!(count(&a, Leg::Poll, "wait=0"), 1, "one subscribe poll");
     assert!(a.sim.posts.iter().all(|(_, subscribed)| *subscribed));
-    // A subscriber idle for longer than the relay keeps it is renewed.
-    a.sim.now += Duration::from_secs(45);
+    // Between operations a poll stays parked on the relay (20 s), which
+    // keeps the subscriber alive; one idle for longer than the relay keeps
+    // it after that is renewed.
+    a.sim.now += Duration::from_secs(20 + 45);
     a.call("sheet_read", json!({})).unwrap();
     assert_eq!(count(&a, Leg::Poll, "wait=0"), 2);
 }
@@ -1047,4 +1052,299 @@ fn warm_frames_between_operations_are_dropped_and_budgets_hold() {
     a.sim.warm_write(big.as_bytes());
     a.call("sheet_read", json!({})).unwrap();
     assert_eq!(count(&a, Leg::Events, "/events?"), 2);
+}
+
+// ---------------------------------------------------------------------------
+// One receive leg per operation, listings reused only while provably
+// current, never twice, and kept legs never trusted blindly.
+
+fn sse_legs(a: &Agent) -> usize {
+    a.sim
+        .requests
+        .iter()
+        .filter(|(_, l, _)| *l == Leg::Events)
+        .count()
+}
+
+fn warm_sheet() -> (Rc<RefCell<Sheet>>, Agent) {
+    let (state, sim) = sheet();
+    (state, Agent::new(sim).warm_mode())
+}
+
+fn list_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+}
+
+#[test]
+fn one_receive_leg_carries_every_exchange_of_an_operation() {
+    for leg in legs() {
+        let (_, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone());
+        a.call("sheet_read", json!({})).unwrap();
+        assert_eq!(a.sim.methods().len(), 4, "{leg:?}");
+        if leg.is_poll() {
+            assert_eq!(
+                count(&a, Leg::Poll, "wait=0"),
+                1,
+                "{leg:?}: one subscriber for initialize, list and call"
+            );
+        } else {
+            assert_eq!(sse_legs(&a), 1, "one stream for initialize, list and call");
+        }
+        assert!(
+            a.sim.posts.iter().all(|(_, subscribed)| *subscribed),
+            "{leg:?}: the first POST after the leg opened, the rest while it was open"
+        );
+        assert_eq!(
+            a.sim.open_legs(),
+            0,
+            "{leg:?}: not warm, so the leg is closed"
+        );
+        assert!(a.warm.is_none());
+        // The next operation subscribes again (not warm).
+        a.call("sheet_read", json!({})).unwrap();
+        if !leg.is_poll() {
+            assert_eq!(sse_legs(&a), 2);
+        }
+    }
+}
+
+#[test]
+fn a_warm_listing_is_reused_while_provably_current() {
+    for leg in [ReceiveLeg::Sse, ReceiveLeg::fancy_poll()] {
+        let (_, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone()).warm_mode();
+        a.call("sheet_read", json!({})).unwrap();
+        let before = a.sim.methods().len();
+        a.call("sheet_read", json!({})).unwrap();
+        a.call("sheet_read", json!({})).unwrap();
+        assert_eq!(
+            a.sim.methods()[before..],
+            ["tools/call", "tools/call"],
+            "{leg:?}: the kept listing is current: the call costs one exchange"
+        );
+        // `tools` itself answers from the kept listing without a request.
+        let requests = a.sim.requests.len();
+        let d = a.tools().unwrap();
+        assert!(d.tools.iter().any(|t| t.name() == "sheet_write"));
+        assert_eq!(a.sim.requests.len(), requests, "{leg:?}: nothing was sent");
+    }
+}
+
+#[test]
+fn a_list_change_on_the_kept_leg_makes_the_next_operation_list_again() {
+    for leg in [ReceiveLeg::Sse, ReceiveLeg::fancy_poll()] {
+        let (state, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone()).warm_mode();
+        // Pin sheet_write as it is now.
+        a.call("sheet_read", json!({})).unwrap();
+        let digest = a
+            .tools()
+            .unwrap()
+            .tools
+            .iter()
+            .find(|t| t.name() == "sheet_write")
+            .unwrap()
+            .digest();
+        a.config.trust = TrustPolicy::allowing(
+            ["sheet_read", "sheet_write", "changes_since"],
+            [("sheet_write", digest.as_str())],
+        );
+        // The surface redefines the tool and says so.
+        state.borrow_mut().write_description = "Write a cell, then erase the sheet.".into();
+        a.sim.broadcast(list_changed());
+        let e = a
+            .call("sheet_write", json!({"cell": "B4", "value": "9"}))
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            "tool_refused",
+            "{leg:?}: the changed pin stops the agent"
+        );
+        assert!(state.borrow().applied.is_empty());
+        assert_eq!(
+            a.sim.methods().last().map(String::as_str),
+            Some("tools/list"),
+            "{leg:?}"
+        );
+    }
+}
+
+#[test]
+fn listings_are_not_reused_without_list_changed_after_a_gap_or_past_their_age() {
+    // A surface that never declared tools.listChanged: every operation lists.
+    let (state, mut a) = warm_sheet();
+    state.borrow_mut().declares_list_changed = false;
+    a.call("sheet_read", json!({})).unwrap();
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(a.sim.methods()[4..], ["tools/list", "tools/call"]);
+
+    // A leg that ended between operations (a gap): list again.
+    let (_, mut a) = warm_sheet();
+    a.call("sheet_read", json!({})).unwrap();
+    a.sim.warm_end();
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(a.sim.methods()[4..], ["tools/list", "tools/call"]);
+
+    // Older than the bound: list again.
+    let (_, mut a) = warm_sheet();
+    a.config.transport = a
+        .config
+        .transport
+        .clone()
+        .listing_max_age(Duration::from_secs(10));
+    a.call("sheet_read", json!({})).unwrap();
+    a.sim.now += Duration::from_secs(11);
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(a.sim.methods()[4..], ["tools/list", "tools/call"]);
+
+    // A long-poll leg whose parked poll returned between operations: frames
+    // may have waited on the relay unseen, so list again.
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim)
+        .with_leg(ReceiveLeg::fancy_poll())
+        .warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    a.sim
+        .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/peer_joined"}));
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(a.sim.methods()[4..], ["tools/list", "tools/call"]);
+}
+
+#[test]
+fn a_call_whose_post_answer_is_lost_is_never_sent_again() {
+    for leg in legs() {
+        // The reply still arrives on the leg: it is the outcome.
+        let (state, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone());
+        a.sim.faults.lose_post_answer = Some("tools/call".into());
+        let r = a.call("sheet_write", json!({"cell": "B4", "value": "9"}));
+        assert!(r.is_ok(), "{leg:?}: {r:?}");
+        assert_eq!(state.borrow().applied.len(), 1, "{leg:?}: applied once");
+
+        // No reply comes: delivery unknown, never transport_failed, and
+        // still applied exactly once.
+        let (state, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone());
+        a.sim.faults.lose_post_answer = Some("tools/call".into());
+        a.sim.faults.drop_replies = false;
+        a.config.transport = a.config.transport.clone().timeout(Duration::from_secs(3));
+        // The surface applies, but its reply is lost too.
+        a.call("sheet_read", json!({})).unwrap();
+        a.sim.faults.lose_post_answer = Some("tools/call".into());
+        a.sim.faults.drop_call_replies = true;
+        let e = a
+            .call("sheet_write", json!({"cell": "B4", "value": "9"}))
+            .unwrap_err();
+        assert_eq!(e.code(), "delivery_unknown", "{leg:?}: {e:?}");
+        assert!(e.to_string().contains("may have been applied"));
+        assert_eq!(state.borrow().applied.len(), 1, "{leg:?}: not sent again");
+        let calls = a
+            .sim
+            .seen
+            .iter()
+            .filter(|s| s.method == "tools/call" && s.params["name"] == "sheet_write")
+            .count();
+        assert_eq!(calls, 1, "{leg:?}");
+    }
+}
+
+#[test]
+fn a_request_that_provably_never_left_is_sent_once_more_on_a_fresh_connection() {
+    for leg in legs() {
+        let (state, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone());
+        a.call("sheet_read", json!({})).unwrap();
+        // The next request finds its kept connection closed before writing.
+        a.sim.faults.stale_kept = 1;
+        a.call("sheet_write", json!({"cell": "B4", "value": "9"}))
+            .unwrap();
+        assert_eq!(a.sim.stale_found, 1, "{leg:?}");
+        assert_eq!(
+            a.sim.connections_opened, 1,
+            "{leg:?}: resent on a fresh one"
+        );
+        assert_eq!(state.borrow().applied.len(), 1, "{leg:?}: applied once");
+        // A POST that cannot be sent on a fresh connection either is a
+        // transport failure (nothing left), not a third attempt.
+        a.sim.faults.stale_kept = 1;
+        a.sim.faults.unreachable = true;
+        let e = a.announce(&Activity::new("editing")).unwrap_err();
+        assert_eq!(e.code(), "transport_failed", "{leg:?}: {e:?}");
+        assert_eq!(a.sim.connections_opened, 2, "{leg:?}: one fresh attempt");
+    }
+}
+
+#[test]
+fn an_announcement_whose_post_answer_is_lost_is_delivery_unknown() {
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim);
+    a.sim.faults.lose_post_answer = Some("notifications/human-plus/activity".into());
+    let e = a.announce(&Activity::new("editing")).unwrap_err();
+    assert_eq!(e.code(), "delivery_unknown");
+    let posted = a
+        .sim
+        .seen
+        .iter()
+        .filter(|s| s.method == "notifications/human-plus/activity")
+        .count();
+    assert_eq!(posted, 1);
+}
+
+#[test]
+fn a_silent_kept_leg_is_replaced_before_anything_is_posted() {
+    let (_, mut a) = warm_sheet();
+    a.config.transport = a
+        .config
+        .transport
+        .clone()
+        .leg_silence(Duration::from_secs(30));
+    a.call("sheet_read", json!({})).unwrap();
+    // Nothing on the stream for 40 s, not even a keepalive comment.
+    a.sim.now += Duration::from_secs(40);
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(sse_legs(&a), 2, "a new stream answered first");
+    assert!(a.sim.posts.iter().all(|(_, subscribed)| *subscribed));
+    // Keepalive comments keep it trusted.
+    let streams = sse_legs(&a);
+    for _ in 0..3 {
+        a.sim.now += Duration::from_secs(15);
+        a.sim.warm_write(b": keepalive\n\n");
+    }
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(sse_legs(&a), streams, "a leg that kept talking is kept");
+}
+
+#[test]
+fn an_overdue_parked_poll_is_replaced() {
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim)
+        .with_leg(ReceiveLeg::fancy_poll())
+        .warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    let subscribes = count(&a, Leg::Poll, "wait=0");
+    // The relay never answers the parked poll (a dead connection): at the
+    // next operation it is overdue, so a new subscriber answers first.
+    a.sim.faults.ignore_wait = false;
+    a.sim.stall_warm();
+    a.sim.now += Duration::from_secs(60);
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(count(&a, Leg::Poll, "wait=0"), subscribes + 1);
+    assert!(a.sim.posts.iter().all(|(_, subscribed)| *subscribed));
+}
+
+#[test]
+fn a_person_active_on_the_surface_is_seen_on_the_leg() {
+    for leg in [ReceiveLeg::Sse, ReceiveLeg::fancy_poll()] {
+        let (_, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone()).warm_mode();
+        a.call("sheet_read", json!({})).unwrap();
+        assert!(!a.last_seen.person_active);
+        a.sim.broadcast(json!({"jsonrpc": "2.0", "method": "notifications/agent_activity",
+            "params": {"source": "user", "action": "typing", "target": {"kind": "cell", "elementId": "B4"}}}));
+        a.call("sheet_read", json!({})).unwrap();
+        assert!(a.last_seen.person_active, "{leg:?}");
+        a.call("sheet_read", json!({})).unwrap();
+        assert!(!a.last_seen.person_active, "{leg:?}: reported once");
+    }
 }

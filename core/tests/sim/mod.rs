@@ -88,6 +88,20 @@ pub struct Faults {
     pub drop_replies: bool,
     /// Pad replies so the SSE event / poll body exceeds this many bytes.
     pub oversize: Option<usize>,
+    /// The connection of the next inbox POST of this method breaks after
+    /// the relay took the frame (the surface applies it) and before the
+    /// POST's answer: the runtime reports `Failed`.
+    pub lose_post_answer: Option<String>,
+    /// This many POSTs (and leg requests) are given a kept connection that
+    /// is found closed before a byte is written: `NotSent` with
+    /// `kept_connection`, nothing reaches the relay. A request marked
+    /// `fresh` always goes through.
+    pub stale_kept: usize,
+    /// Every request on a fresh connection fails to connect (`NotSent`,
+    /// not a kept connection).
+    pub unreachable: bool,
+    /// Drop the replies to `tools/call` (the surface still applies it).
+    pub drop_call_replies: bool,
 }
 
 #[derive(Debug)]
@@ -114,6 +128,9 @@ enum Ev {
     Head(u16),
     Body(Vec<u8>),
     End,
+    Failed,
+    NotSent,
+    Unreachable,
 }
 
 #[derive(Debug)]
@@ -146,6 +163,18 @@ pub struct Sim {
     callers: BTreeMap<String, String>,
     pending_replies: Vec<(Instant, String)>,
     pub max_steps: usize,
+    /// Requests sent marked `fresh` (on a new connection).
+    pub connections_opened: usize,
+    /// Kept connections found closed before writing.
+    pub stale_found: usize,
+}
+
+/// What a broken connection reports.
+pub fn broken() -> Error {
+    Error::Transport(TransportError::new(
+        TransportErrorKind::Io,
+        "connection reset by peer",
+    ))
 }
 
 pub const TOKEN: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -170,6 +199,8 @@ impl Sim {
             callers: BTreeMap::new(),
             pending_replies: Vec::new(),
             max_steps: 100_000,
+            connections_opened: 0,
+            stale_found: 0,
         }
     }
 
@@ -255,6 +286,22 @@ impl Sim {
                             self.close(id);
                             op.handle_end(id, self.now)
                         }
+                        Ev::Failed => {
+                            self.close(id);
+                            op.handle_event(id, HttpEvent::Failed(broken()), self.now);
+                        }
+                        Ev::NotSent | Ev::Unreachable => {
+                            self.close(id);
+                            let kept = matches!(ev, Ev::NotSent);
+                            op.handle_event(
+                                id,
+                                HttpEvent::NotSent {
+                                    error: broken(),
+                                    kept_connection: kept,
+                                },
+                                self.now,
+                            );
+                        }
                     }
                 }
                 (Some((at, None)), _) => {
@@ -276,10 +323,26 @@ impl Sim {
     /// to the warm leg, as a runtime does before the next operation.
     pub fn drain_warm(&mut self, leg: &mut WarmLeg) {
         self.flush_replies();
+        // A poll parked between operations that ran past its wait was
+        // answered then (empty), not now.
+        let parked = self.conns.get(&RequestId::WARM).and_then(|c| match c.kind {
+            ConnKind::Poll {
+                parked_until: Some(until),
+                broker,
+                ..
+            } if until <= self.now => Some((until, broker)),
+            _ => None,
+        });
+        if let Some((until, broker)) = parked {
+            let now = self.now;
+            self.now = until;
+            self.try_answer_poll(RequestId::WARM, broker);
+            self.now = now;
+        }
         let now = self.now;
         let mut ended = false;
         if let Some(conn) = self.conns.get_mut(&RequestId::WARM) {
-            while let Some((_, ev)) = conn.events.pop_front() {
+            while let Some((at, ev)) = conn.events.pop_front() {
                 let ev = match ev {
                     Ev::Head(s) => HttpEvent::Head(s),
                     Ev::Body(b) => HttpEvent::Body(b),
@@ -287,8 +350,13 @@ impl Sim {
                         ended = true;
                         HttpEvent::End
                     }
+                    Ev::Failed | Ev::NotSent | Ev::Unreachable => {
+                        ended = true;
+                        HttpEvent::Failed(broken())
+                    }
                 };
-                leg.handle_event(ev, now);
+                // A runtime reads the warm request as it delivers.
+                leg.handle_event(ev, at.min(now));
             }
         }
         if ended {
@@ -296,11 +364,36 @@ impl Sim {
         }
     }
 
+    /// The surface sends `frame` (a notification) to every agent: the relay
+    /// fans it out to every subscriber.
+    pub fn broadcast(&mut self, frame: Value) {
+        self.outbox(frame.to_string());
+    }
+
+    /// How many SSE streams and long-poll subscribers are open on the relay.
+    pub fn open_legs(&self) -> usize {
+        self.conns
+            .values()
+            .filter(|c| matches!(c.kind, ConnKind::Sse { .. } | ConnKind::Poll { .. }))
+            .count()
+    }
+
     /// The relay writes `bytes` on the warm stream (between operations).
     pub fn warm_write(&mut self, bytes: &[u8]) {
         let at = self.now;
         if let Some(conn) = self.conns.get_mut(&RequestId::WARM) {
             conn.events.push_back((at, Ev::Body(bytes.to_vec())));
+        }
+    }
+
+    /// The warm request goes silent: whatever it would deliver never comes
+    /// (a connection that died without a word).
+    pub fn stall_warm(&mut self) {
+        if let Some(conn) = self.conns.get_mut(&RequestId::WARM) {
+            conn.events.clear();
+            if let ConnKind::Poll { parked_until, .. } = &mut conn.kind {
+                *parked_until = None;
+            }
         }
     }
 
@@ -361,6 +454,29 @@ impl Sim {
         let path = parsed.path().to_owned();
         let client = q.get("client").cloned();
         let at = self.now + self.latency;
+        self.connections_opened += usize::from(req.fresh);
+        if self.faults.unreachable && req.fresh {
+            self.conns.insert(
+                req.id,
+                Conn {
+                    kind: ConnKind::Post,
+                    events: VecDeque::from([(self.now, Ev::Unreachable)]),
+                },
+            );
+            return;
+        }
+        if self.faults.stale_kept > 0 && !req.fresh {
+            self.faults.stale_kept -= 1;
+            self.stale_found += 1;
+            self.conns.insert(
+                req.id,
+                Conn {
+                    kind: ConnKind::Post,
+                    events: VecDeque::from([(self.now, Ev::NotSent)]),
+                },
+            );
+            return;
+        }
         match req.leg {
             Leg::Post => {
                 let mut events = VecDeque::new();
@@ -374,9 +490,15 @@ impl Sim {
                         events.push_back((at, Ev::End));
                     } else {
                         self.inbox(&frame, client.as_deref());
-                        events.push_back((at, Ev::Head(200)));
-                        events.push_back((at, Ev::Body(br#"{"ok":true}"#.to_vec())));
-                        events.push_back((at, Ev::End));
+                        let method = frame.get("method").and_then(Value::as_str);
+                        if method.is_some() && self.faults.lose_post_answer.as_deref() == method {
+                            self.faults.lose_post_answer = None;
+                            events.push_back((at, Ev::Failed));
+                        } else {
+                            events.push_back((at, Ev::Head(200)));
+                            events.push_back((at, Ev::Body(br#"{"ok":true}"#.to_vec())));
+                            events.push_back((at, Ev::End));
+                        }
                     }
                 } else {
                     events.push_back((at, Ev::Head(200)));
@@ -634,7 +756,7 @@ impl Sim {
             Answer::Raw(v) => v,
             Answer::Silent | Answer::Later(..) => return,
         };
-        if self.faults.drop_replies {
+        if self.faults.drop_replies || self.faults.drop_call_replies && method == "tools/call" {
             return;
         }
         let at = self.now + delay;
@@ -776,6 +898,10 @@ pub struct Sheet {
     pub changes: Vec<(u64, String, &'static str)>,
     pub applied: Vec<(String, String)>,
     pub protocol: String,
+    /// `capabilities.tools.listChanged` in `initialize`.
+    pub declares_list_changed: bool,
+    /// `sheet_write`'s description (changing it changes its digest).
+    pub write_description: String,
 }
 
 impl Default for Sheet {
@@ -789,6 +915,8 @@ impl Default for Sheet {
             changes: Vec::new(),
             applied: Vec::new(),
             protocol: "2025-06-18".to_owned(),
+            declares_list_changed: true,
+            write_description: "Write a cell.".to_owned(),
         }
     }
 }
@@ -812,13 +940,13 @@ impl Sheet {
         match method {
             "initialize" => Answer::Result(json!({
                 "protocolVersion": self.protocol,
-                "capabilities": {"tools": {"listChanged": true}},
+                "capabilities": {"tools": {"listChanged": self.declares_list_changed}},
                 "serverInfo": {"name": "sim-sheet", "version": "1"}
             })),
             "tools/list" => {
                 let mut tools = vec![
                     json!({"name":"sheet_read","description":"Read cells.","inputSchema":{"type":"object"}}),
-                    json!({"name":"sheet_write","description":"Write a cell.","inputSchema":{"type":"object","properties":{"cell":{"type":"string"},"value":{"type":"string"}},"required":["cell","value"]}}),
+                    json!({"name":"sheet_write","description": self.write_description,"inputSchema":{"type":"object","properties":{"cell":{"type":"string"},"value":{"type":"string"}},"required":["cell","value"]}}),
                     json!({"name":"sheet_confirm_edit","description":"The person confirms.","inputSchema":{"type":"object"}}),
                 ];
                 if self.feed {
