@@ -139,13 +139,15 @@ pub struct AgentSetup {
     /// The bound on each connection step.
     pub connect_timeout: Duration,
     /// The tokio runtime's worker threads: 0 for a current-thread runtime
-    /// (the command), more for a multi-threaded one (tests, benchmarks).
+    /// (which runs only while a call runs), more for a multi-threaded one.
+    /// The default, 1, keeps kept connections and a warm leg read between
+    /// calls.
     pub tokio_workers: usize,
 }
 
 impl AgentSetup {
     /// A setup with the bundled roots, the system resolver, a 10 s connect
-    /// timeout and a current-thread tokio runtime.
+    /// timeout and a tokio runtime with one worker thread.
     #[must_use]
     pub fn new(config: ManagerConfig) -> Self {
         AgentSetup {
@@ -153,7 +155,7 @@ impl AgentSetup {
             roots: TlsRoots::webpki(),
             hosts: Vec::new(),
             connect_timeout: human_plus_runtime::DEFAULT_CONNECT_TIMEOUT,
-            tokio_workers: 0,
+            tokio_workers: 1,
         }
     }
 }

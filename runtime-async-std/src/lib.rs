@@ -109,7 +109,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_io::Timer;
-use human_plus_core::OperationOutput;
+use human_plus_core::{ConnectionPool, OperationOutput};
 use human_plus_runtime::{AsyncFlavour, Drive, Driven, Driver, NetSettings};
 
 pub use driver::WarmStream;
@@ -139,7 +139,10 @@ impl Driver for AsyncIo {
 
     fn new(net: NetSettings<dyn Resolve>) -> Self {
         AsyncIo {
-            ctx: Arc::new(Context { net }),
+            ctx: Arc::new(Context {
+                pool: std::sync::Mutex::new(ConnectionPool::new(net.pool)),
+                net,
+            }),
         }
     }
 

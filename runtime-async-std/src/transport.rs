@@ -21,9 +21,9 @@ use futures_lite::future;
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use http_body_util::{BodyExt, Full};
 use human_plus_core::{
-    Error, HttpEvent, HttpMethod, HttpRequest, PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr,
-    ProxyConnectResponse, RelayEndpoint, RequestId, TransportError, TransportErrorKind,
-    proxy_connect_request,
+    ConnectionKey, ConnectionPool, Error, HttpEvent, HttpMethod, HttpRequest,
+    PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr, ProxyConnectResponse, RelayEndpoint, RequestId,
+    TransportError, TransportErrorKind, proxy_connect_request,
 };
 use rustls_pki_types::ServerName;
 use smol_hyper::rt::FuturesIo;
@@ -35,6 +35,8 @@ use human_plus_runtime::{NetSettings, Resolve};
 pub(crate) struct Context {
     /// The TLS configuration, the resolver and the connect timeout.
     pub(crate) net: NetSettings<dyn Resolve>,
+    /// Kept connections, by key.
+    pub(crate) pool: Mutex<ConnectionPool<Connection>>,
 }
 
 /// The events of every request of one operation, in arrival order. Only
@@ -73,6 +75,22 @@ fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
     Error::Transport(TransportError::new(kind, message))
 }
 
+/// How a request failed: before any of it was written (and whether on a
+/// kept connection found closed), or after some of it may have been.
+enum Failure {
+    NotSent { error: Error, kept_connection: bool },
+    Lost(Error),
+}
+
+impl Failure {
+    fn before_writing(error: Error) -> Self {
+        Failure::NotSent {
+            error,
+            kept_connection: false,
+        }
+    }
+}
+
 /// Starts `req` for the relay at `endpoint`; its events go to `queue`.
 pub(crate) fn start(
     ctx: Arc<Context>,
@@ -86,14 +104,24 @@ pub(crate) fn start(
         let run = perform(&ctx, &endpoint, req, &queue);
         let expire = async move {
             Timer::at(deadline).await;
-            Err(transport(
+            Err(Failure::Lost(transport(
                 TransportErrorKind::Timeout,
                 "the relay request ran past its deadline",
-            ))
+            )))
         };
-        if let Err(error) = future::or(run, expire).await {
-            tracing::debug!(request = %id, code = error.code(), error = %error, "relay request failed");
-            queue.push(id, HttpEvent::Failed(error));
+        if let Err(failure) = future::or(run, expire).await {
+            let event = match failure {
+                Failure::NotSent {
+                    error,
+                    kept_connection,
+                } => HttpEvent::NotSent {
+                    error,
+                    kept_connection,
+                },
+                Failure::Lost(error) => HttpEvent::Failed(error),
+            };
+            tracing::debug!(request = %id, event = ?event, "relay request failed");
+            queue.push(id, event);
         }
     })
 }
@@ -103,8 +131,25 @@ async fn perform(
     endpoint: &RelayEndpoint,
     req: HttpRequest,
     queue: &EventQueue,
-) -> Result<(), Error> {
+) -> Result<(), Failure> {
     human_plus_runtime::log_request(&req);
+    let key = endpoint.connection_key();
+    let kept = if req.fresh { None } else { ctx.take(&key) };
+    let on_kept = kept.is_some();
+    let (connection, created) = match kept {
+        Some(kept) => kept,
+        None => (
+            open(ctx, endpoint).await.map_err(Failure::before_writing)?,
+            Instant::now(),
+        ),
+    };
+    tracing::debug!(request = %req.id, kept = on_kept, "relay connection");
+    exchange(ctx, connection, created, on_kept, key, endpoint, req, queue).await
+}
+
+/// A new HTTP/1.1 connection to a vetted address of the relay: TCP
+/// (through the egress proxy's tunnel when configured), TLS, handshake.
+async fn open(ctx: &Context, endpoint: &RelayEndpoint) -> Result<Connection, Error> {
     let connect_deadline = Instant::now() + ctx.net.connect_timeout;
     let connecting = connect(ctx, endpoint);
     let timed_out = async move {
@@ -128,11 +173,11 @@ async fn perform(
             ))
         };
         let stream = future::or(tls, timed_out).await?;
-        exchange(stream, endpoint, req, queue).await
+        Connection::handshake(stream).await
     } else {
         // Plain HTTP: only the loopback development mode, which the core
         // already gated when it built the endpoint.
-        exchange(tcp, endpoint, req, queue).await
+        Connection::handshake(tcp).await
     }
 }
 
@@ -308,41 +353,143 @@ fn build_request(
         .map_err(|_| invalid("request"))
 }
 
-/// One HTTP/1.1 request on a fresh connection; the connection is driven in
-/// this same future and closed when it returns or is dropped. Redirects are
-/// never followed: a 3xx is reported as its status.
-async fn exchange<IO>(
-    io: IO,
+/// An HTTP/1.1 connection and its driver. Nothing is spawned: whoever
+/// uses the connection polls its driver too, and a kept connection's driver
+/// is polled once when it is taken, which is when a connection the relay
+/// closed meanwhile is found closed.
+pub(crate) struct Connection {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    driver: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>,
+    /// The driver finished: the connection is closed.
+    done: bool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    async fn handshake<IO>(io: IO) -> Result<Connection, Error>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, driver) = hyper::client::conn::http1::Builder::new()
+            .handshake::<_, Full<Bytes>>(FuturesIo::new(io))
+            .await
+            .map_err(|e| {
+                transport(
+                    TransportErrorKind::Io,
+                    format!("cannot start HTTP/1.1 with the relay: {e}"),
+                )
+            })?;
+        Ok(Connection {
+            sender,
+            driver: Box::pin(driver),
+            done: false,
+        })
+    }
+
+    /// Whether the connection can take a request now: its driver, polled
+    /// once, has not finished (a relay that closed the connection is seen
+    /// here), and hyper says the sender is ready.
+    fn usable(&mut self) -> bool {
+        if !self.done {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if self.driver.as_mut().poll(&mut cx).is_ready() {
+                self.done = true;
+            }
+        }
+        !self.done && !self.sender.is_closed() && self.sender.is_ready()
+    }
+}
+
+impl Context {
+    /// A kept connection for `key` that is still usable, and when it was
+    /// made.
+    fn take(&self, key: &ConnectionKey) -> Option<(Connection, Instant)> {
+        let mut pool = self
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pool.take(key, Instant::now(), Connection::usable)
+            .map(|k| (k.conn, k.created))
+    }
+
+    fn put(&self, key: ConnectionKey, conn: Connection, created: Instant) {
+        let mut pool = self
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        pool.purge(now);
+        pool.put(key, conn, created, now);
+    }
+}
+
+/// How long a connection whose response ended may take to be ready again
+/// before it is dropped instead of kept.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One HTTP/1.1 request on `connection`, its driver polled in this same
+/// future; a connection whose response was read to its end is kept for the
+/// next request. Redirects are never followed: a 3xx is reported as its
+/// status.
+#[allow(clippy::too_many_arguments)]
+async fn exchange(
+    ctx: &Context,
+    mut connection: Connection,
+    created: Instant,
+    on_kept: bool,
+    key: ConnectionKey,
     endpoint: &RelayEndpoint,
     req: HttpRequest,
     queue: &EventQueue,
-) -> Result<(), Error>
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+) -> Result<(), Failure> {
     let id = req.id;
-    let request = build_request(endpoint, req)?;
+    let request = build_request(endpoint, req).map_err(Failure::before_writing)?;
     let io_error =
         |what: &str, e: hyper::Error| transport(TransportErrorKind::Io, format!("{what}: {e}"));
-    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
-        .handshake::<_, Full<Bytes>>(FuturesIo::new(io))
-        .await
-        .map_err(|e| io_error("cannot start HTTP/1.1 with the relay", e))?;
+    let Connection {
+        sender,
+        driver,
+        done,
+    } = &mut connection;
+    let driver = async {
+        // The connection's own errors surface through the response or the
+        // body; once it ends, only the work can finish.
+        if !*done {
+            let _ = driver.as_mut().await;
+            *done = true;
+        }
+        future::pending::<Result<bool, Failure>>().await
+    };
     let work = async {
-        sender
-            .ready()
-            .await
-            .map_err(|e| io_error("the relay connection closed before the request", e))?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| io_error("the relay request failed", e))?;
+        let response = match sender.try_send_request(request).await {
+            Ok(response) => response,
+            Err(mut e) => {
+                let never_left = e.take_message().is_some();
+                let error = io_error("the relay request failed", e.into_error());
+                return Err(if never_left {
+                    Failure::NotSent {
+                        error,
+                        kept_connection: on_kept,
+                    }
+                } else {
+                    Failure::Lost(error)
+                });
+            }
+        };
         let status = response.status().as_u16();
         tracing::debug!(request = %id, status, "relay response");
         queue.push(id, HttpEvent::Head(status));
         let mut body = response.into_body();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| io_error("reading the relay's response failed", e))?;
+            let frame = frame
+                .map_err(|e| Failure::Lost(io_error("reading the relay's response failed", e)))?;
             if let Ok(data) = frame.into_data()
                 && !data.is_empty()
             {
@@ -352,16 +499,20 @@ where
                 future::yield_now().await;
             }
         }
-        queue.push(id, HttpEvent::End);
-        Ok(())
+        // Read to its end: ready again unless the relay closes it.
+        let ready = async { Some(sender.ready().await.is_ok()) };
+        let wait = async {
+            Timer::after(READY_WAIT).await;
+            None
+        };
+        Ok(future::or(ready, wait).await == Some(true))
     };
-    let drive = async move {
-        // The connection's own errors surface through the response or the
-        // body above; once it ends, only `work` can finish.
-        let _ = connection.await;
-        future::pending::<Result<(), Error>>().await
-    };
-    future::or(work, drive).await
+    let reusable = future::or(work, driver).await?;
+    if reusable {
+        ctx.put(key, connection, created);
+    }
+    queue.push(id, HttpEvent::End);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,20 +1,23 @@
-//! Drives one core [`Operation`] to its [`Outcome`]: a thread per HTTP
-//! request, reporting into one channel the driver waits on.
+//! Drives one core [`Operation`] to its [`Outcome`]: every HTTP request on
+//! a request thread of the pool, reporting into one channel the driver
+//! waits on; connections kept in ureq's pool, one agent per connection key;
+//! a warm attachment's stream on a request thread of its own between
+//! operations.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
-use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Error, HttpEvent, HttpMethod, HttpRequest, Operation, OperationOutput, Outcome, RelayEndpoint,
-    RequestId, Transmit, TransportError, TransportErrorKind,
+    ConnectionKey, Error, HttpEvent, HttpMethod, HttpRequest, Operation, OperationOutput, Outcome,
+    RelayEndpoint, RequestId, Transmit, TransportError, TransportErrorKind, WarmLeg,
 };
+use human_plus_runtime::{KeptStream, NetSettings};
 use ureq::Agent;
 
-use human_plus_runtime::NetSettings;
-
+use crate::current::{self, Current};
 use crate::pool::Pool;
 use crate::resolve::{FailureSlot, Resolve, VettingResolver};
 use crate::transport::{RelayConnector, RequestCtl};
@@ -33,7 +36,8 @@ const IDLE_WAIT: Duration = Duration::from_secs(1);
 
 const USER_AGENT: &str = concat!("human-plus-blocking/", env!("CARGO_PKG_VERSION"));
 
-/// The network half of a manager: TLS, DNS and the connect timeout.
+/// The network half of a manager: TLS, DNS, the connect timeout, the
+/// request threads and the kept connections.
 #[derive(Debug)]
 pub(crate) struct Net {
     /// The TLS configuration (or why it could not be built, reported by
@@ -41,38 +45,111 @@ pub(crate) struct Net {
     pub(crate) settings: NetSettings<dyn Resolve>,
     /// The threads requests run on.
     pub(crate) pool: Pool,
+    /// One ureq agent (and so one pool of kept connections) per key.
+    pub(crate) agents: Mutex<BTreeMap<ConnectionKey, Agent>>,
 }
 
-type Event = (RequestId, HttpEvent);
+/// One event of a request: its id, the serial of the request that sent it
+/// (a channel a warm stream carries from one operation to the next may
+/// still hold a late event of a cancelled request of the last one, under an
+/// id the next one reuses), the event, and when its thread saw it.
+type Event = (RequestId, u64, HttpEvent, Instant);
 
-/// Runs `op` until it yields its outcome. Every request still running then
-/// is cancelled; its thread exits on its own (see the crate documentation
-/// for how soon).
-pub(crate) fn drive<T: OperationOutput>(net: &Arc<Net>, mut op: Operation<T>) -> Outcome<T> {
+/// Serials of requests, unique in the process.
+static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A warm attachment's stream between operations (request
+/// [`RequestId::WARM`]: the SSE stream, or a poll parked on the relay): its
+/// request thread keeps reading, into the channel the next operation's
+/// driver takes over. Dropping it stops the request.
+pub struct WarmStream {
+    tx: SyncSender<Event>,
+    rx: Receiver<Event>,
+    /// The warm request's cancel switch and serial.
+    ctl: Option<(Arc<RequestCtl>, u64)>,
+}
+
+impl std::fmt::Debug for WarmStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmStream")
+            .field("reading", &self.ctl.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for WarmStream {
+    fn drop(&mut self) {
+        if let Some((ctl, _)) = self.ctl.take() {
+            ctl.cancel();
+        }
+    }
+}
+
+impl KeptStream for WarmStream {
+    /// Feeds the warm request's events, each at the time its thread saw
+    /// it, so a leg that went silent is seen as silent.
+    fn drain_into(&mut self, leg: &mut WarmLeg) {
+        let serial = self.ctl.as_ref().map(|c| c.1);
+        while let Ok((id, from, event, at)) = self.rx.try_recv() {
+            if id == RequestId::WARM && Some(from) == serial {
+                leg.handle_event(event, at);
+            }
+        }
+    }
+}
+
+/// Runs `op` until it yields its outcome, over `warm` (the attachment's
+/// kept stream, in warm mode). Every other request still running then is
+/// cancelled; its thread exits on its own (see the crate documentation for
+/// how soon). The stream is handed back when the outcome keeps it.
+pub(crate) fn drive<T: OperationOutput>(
+    net: &Arc<Net>,
+    mut op: Operation<T>,
+    warm: Option<WarmStream>,
+) -> (Outcome<T>, Option<WarmStream>) {
     let endpoint = Arc::new(op.endpoint().clone());
-    let (tx, rx) = mpsc::sync_channel::<Event>(CHANNEL_DEPTH);
-    let mut live: HashMap<RequestId, Arc<RequestCtl>> = HashMap::new();
+    let (tx, rx, mut warm_ctl) = match warm {
+        Some(mut w) => (w.tx.clone(), take_rx(&mut w), w.ctl.take()),
+        None => {
+            let (tx, rx) = mpsc::sync_channel::<Event>(CHANNEL_DEPTH);
+            (tx, rx, None)
+        }
+    };
+    let mut live: HashMap<RequestId, (Arc<RequestCtl>, u64)> = HashMap::new();
     loop {
         while let Some(transmit) = op.poll_transmit() {
             match transmit {
                 Transmit::Request(req) => {
                     let id = req.id;
                     match spawn(net, &endpoint, req, tx.clone()) {
+                        Ok(ctl) if id == RequestId::WARM => {
+                            if let Some((old, _)) = warm_ctl.replace(ctl) {
+                                old.cancel();
+                            }
+                        }
                         Ok(ctl) => {
                             live.insert(id, ctl);
                         }
-                        Err(e) => op.handle_error(
+                        Err(e) => op.handle_event(
                             id,
-                            Error::Transport(TransportError::new(
-                                TransportErrorKind::Io,
-                                format!("could not start a request thread: {e}"),
-                            )),
+                            HttpEvent::NotSent {
+                                error: Error::Transport(TransportError::new(
+                                    TransportErrorKind::Io,
+                                    format!("could not start a request thread: {e}"),
+                                )),
+                                kept_connection: false,
+                            },
                             Instant::now(),
                         ),
                     }
                 }
                 Transmit::Cancel(id) => {
-                    if let Some(ctl) = live.remove(&id) {
+                    let ctl = if id == RequestId::WARM {
+                        warm_ctl.take()
+                    } else {
+                        live.remove(&id)
+                    };
+                    if let Some((ctl, _)) = ctl {
                         tracing::debug!(request = %id, "request cancelled");
                         ctl.cancel();
                     }
@@ -80,10 +157,23 @@ pub(crate) fn drive<T: OperationOutput>(net: &Arc<Net>, mut op: Operation<T>) ->
             }
         }
         if let Some(outcome) = op.poll_outcome() {
-            for ctl in live.values() {
+            for (ctl, _) in live.values() {
                 ctl.cancel();
             }
-            return outcome;
+            let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+            let stream = match warm_ctl {
+                Some(ctl) if keep => Some(WarmStream {
+                    tx,
+                    rx,
+                    ctl: Some(ctl),
+                }),
+                Some((ctl, _)) => {
+                    ctl.cancel();
+                    None
+                }
+                None => None,
+            };
+            return (outcome, stream);
         }
         let now = Instant::now();
         let wait = match op.poll_timeout() {
@@ -95,8 +185,20 @@ pub(crate) fn drive<T: OperationOutput>(net: &Arc<Net>, mut op: Operation<T>) ->
             None => IDLE_WAIT,
         };
         match rx.recv_timeout(wait) {
-            Ok((id, event)) => {
-                if matches!(event, HttpEvent::End | HttpEvent::Failed(_)) {
+            Ok((id, from, event, _)) => {
+                let current = if id == RequestId::WARM {
+                    warm_ctl.as_ref().map(|c| c.1)
+                } else {
+                    live.get(&id).map(|c| c.1)
+                };
+                if current != Some(from) {
+                    // A late event of a request cancelled before.
+                    continue;
+                }
+                if matches!(
+                    event,
+                    HttpEvent::End | HttpEvent::Failed(_) | HttpEvent::NotSent { .. }
+                ) {
                     live.remove(&id);
                 }
                 op.handle_event(id, event, Instant::now());
@@ -109,29 +211,40 @@ pub(crate) fn drive<T: OperationOutput>(net: &Arc<Net>, mut op: Operation<T>) ->
     }
 }
 
+/// The receiver of a warm stream, replaced by a closed one (the stream is
+/// dropped right after without reading again).
+fn take_rx(w: &mut WarmStream) -> Receiver<Event> {
+    let (_, closed) = mpsc::sync_channel(0);
+    std::mem::replace(&mut w.rx, closed)
+}
+
 /// Starts `req` on a request thread of the pool.
 fn spawn(
     net: &Arc<Net>,
     endpoint: &Arc<RelayEndpoint>,
     req: HttpRequest,
     tx: SyncSender<Event>,
-) -> std::io::Result<Arc<RequestCtl>> {
+) -> std::io::Result<(Arc<RequestCtl>, u64)> {
     human_plus_runtime::log_request(&req);
     let ctl = Arc::new(RequestCtl::default());
+    let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let thread_ctl = Arc::clone(&ctl);
     let job_net = Arc::clone(net);
     let endpoint = Arc::clone(endpoint);
     let span = tracing::Span::current();
     net.pool.execute(Box::new(move || {
         let _entered = span.enter();
-        perform(&job_net, &endpoint, &req, &thread_ctl, &tx);
+        perform(&job_net, &endpoint, &req, &thread_ctl, serial, &tx);
     }))?;
-    Ok(ctl)
+    Ok((ctl, serial))
 }
 
 /// Why a request stopped without an event to report.
 enum Stop {
-    /// The request failed: report it.
+    /// Nothing of the request was written: reported as
+    /// [`HttpEvent::NotSent`].
+    NotSent(Error),
+    /// It failed after some of it may have been written.
     Failed(Error),
     /// The driver is gone or cancelled the request: report nothing.
     Quiet,
@@ -143,10 +256,11 @@ fn perform(
     endpoint: &Arc<RelayEndpoint>,
     req: &HttpRequest,
     ctl: &Arc<RequestCtl>,
+    serial: u64,
     tx: &SyncSender<Event>,
 ) {
     let id = req.id;
-    let send = |event: HttpEvent| tx.send((id, event)).is_ok();
+    let send = |event: HttpEvent| tx.send((id, serial, event, Instant::now())).is_ok();
     match exchange(net, endpoint, req, ctl, &send) {
         Ok(()) => {
             tracing::debug!(request = %id, "relay response ended");
@@ -158,7 +272,58 @@ fn perform(
                 send(HttpEvent::Failed(e));
             }
         }
+        Err(Stop::NotSent(error)) => {
+            if !ctl.is_cancelled() {
+                tracing::debug!(request = %id, error = %error, "relay request not sent");
+                send(HttpEvent::NotSent {
+                    error,
+                    kept_connection: false,
+                });
+            }
+        }
         Err(Stop::Quiet) => {}
+    }
+}
+
+impl Net {
+    /// The agent (and pool of kept connections) of `endpoint`'s key.
+    fn agent(&self, endpoint: &Arc<RelayEndpoint>) -> Result<Agent, Error> {
+        let key = endpoint.connection_key();
+        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(agent) = agents.get(&key) {
+            return Ok(agent.clone());
+        }
+        let tls = if endpoint.uses_tls() {
+            Some(self.settings.tls.clone()?)
+        } else {
+            None
+        };
+        let pool = self.settings.pool;
+        // Statuses are values for the core to classify; redirects are never
+        // followed; no proxy from the environment (the egress proxy is the
+        // policy's, spoken by the connector).
+        let config = Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .proxy(None)
+            .timeout_connect(Some(self.settings.connect_timeout))
+            .max_idle_connections(pool.per_key.max(1) * 4)
+            .max_idle_connections_per_host(pool.per_key)
+            .max_idle_age(pool.idle)
+            .user_agent(USER_AGENT)
+            .build();
+        let connector = RelayConnector {
+            endpoint: Arc::clone(endpoint),
+            tls,
+            lifetime: pool.lifetime,
+        };
+        let resolver = VettingResolver {
+            endpoint: Arc::clone(endpoint),
+            resolver: Arc::clone(&self.settings.resolver),
+        };
+        let agent = Agent::with_parts(config, connector, resolver);
+        agents.insert(key, agent.clone());
+        Ok(agent)
     }
 }
 
@@ -169,67 +334,61 @@ fn exchange(
     ctl: &Arc<RequestCtl>,
     send: &dyn Fn(HttpEvent) -> bool,
 ) -> Result<(), Stop> {
-    let tls = if endpoint.uses_tls() {
-        Some(net.settings.tls.clone().map_err(Stop::Failed)?)
-    } else {
-        None
-    };
+    let agent = net.agent(endpoint).map_err(Stop::NotSent)?;
     let budget = req.deadline.saturating_duration_since(Instant::now());
     if budget.is_zero() {
-        return Err(Stop::Failed(Error::Transport(TransportError::new(
+        return Err(Stop::NotSent(Error::Transport(TransportError::new(
             TransportErrorKind::Timeout,
             "the request's deadline passed before it started",
         ))));
     }
     let failures = Arc::new(FailureSlot::default());
-    // Statuses are values for the core to classify; redirects are never
-    // followed; no proxy from the environment (the egress proxy is the
-    // policy's, spoken by the connector); the whole request, a streaming
-    // SSE body included, ends by the core's deadline at the latest.
-    let config = Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .proxy(None)
-        .timeout_global(Some(budget))
-        .timeout_connect(Some(net.settings.connect_timeout))
-        .user_agent(USER_AGENT)
-        .build();
     // ureq logs the request line it is given (at TRACE, through `log`):
     // it gets the URL with the token masked, and the connection puts the
     // token back into the bytes on their way to the socket.
     let (url, token) = req.url.masked();
-    let connector = RelayConnector {
-        endpoint: Arc::clone(endpoint),
-        tls,
+    let _current = current::enter(Current {
         ctl: Arc::clone(ctl),
         failures: Arc::clone(&failures),
         token,
-    };
-    let resolver = VettingResolver {
-        endpoint: Arc::clone(endpoint),
-        resolver: Arc::clone(&net.settings.resolver),
-        failures: Arc::clone(&failures),
-    };
-    let agent = Agent::with_parts(config, connector, resolver);
+    });
     let url = url.as_str();
     let headers = req
         .headers
         .iter()
         .filter(|(name, _)| !name.eq_ignore_ascii_case("host"));
+    // The whole request, a streaming SSE body included, ends by the core's
+    // deadline at the latest; a request the core sends again (it never
+    // left) takes no kept connection.
+    let max_idle_age = if req.fresh {
+        Duration::ZERO
+    } else {
+        net.settings.pool.idle
+    };
     let response = match req.method {
         HttpMethod::Get => {
             let mut builder = agent.get(url).header("host", endpoint.host_header());
             for (name, value) in headers {
                 builder = builder.header(*name, value.as_str());
             }
-            builder.call()
+            builder
+                .config()
+                .timeout_global(Some(budget))
+                .max_idle_age(max_idle_age)
+                .build()
+                .call()
         }
         HttpMethod::Post => {
             let mut builder = agent.post(url).header("host", endpoint.host_header());
             for (name, value) in headers {
                 builder = builder.header(*name, value.as_str());
             }
-            builder.send(req.body.as_deref().unwrap_or_default())
+            builder
+                .config()
+                .timeout_global(Some(budget))
+                .max_idle_age(max_idle_age)
+                .build()
+                .send(req.body.as_deref().unwrap_or_default())
         }
     };
     let response = response.map_err(|e| fail(&e, &failures, ctl))?;
@@ -245,6 +404,8 @@ fn exchange(
             return Err(Stop::Quiet);
         }
         match reader.read(&mut buf) {
+            // Read to its end: ureq keeps the connection for the next
+            // request of this key.
             Ok(0) => return Ok(()),
             Ok(n) => {
                 let chunk = buf.get(..n).unwrap_or_default().to_vec();
@@ -253,55 +414,77 @@ fn exchange(
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(fail(&ureq::Error::from(e), &failures, ctl)),
+            Err(e) => {
+                return Err(match fail(&ureq::Error::from(e), &failures, ctl) {
+                    Stop::NotSent(e) => Stop::Failed(e),
+                    other => other,
+                });
+            }
         }
     }
 }
 
 /// Maps a ureq failure to the core's error: a refusal or failure recorded
-/// below ureq first, then ureq's own error by kind. ureq's messages are
-/// only used where they cannot carry the URL, and every message passes
-/// through the core's redaction anyway.
+/// below ureq first (the connection phase: nothing was written), then
+/// ureq's own error by kind. ureq's messages are only used where they
+/// cannot carry the URL, and every message passes through the core's
+/// redaction anyway.
 fn fail(e: &ureq::Error, failures: &FailureSlot, ctl: &RequestCtl) -> Stop {
     if ctl.is_cancelled() {
         return Stop::Quiet;
     }
     if let Some(recorded) = failures.take() {
-        return Stop::Failed(recorded);
+        return Stop::NotSent(recorded);
     }
-    let (kind, message) = match e {
+    let (kind, message, before_writing) = match e {
         ureq::Error::Timeout(which) => (
             TransportErrorKind::Timeout,
             format!("the request did not finish in time ({which})"),
+            matches!(which, ureq::Timeout::Resolve | ureq::Timeout::Connect),
         ),
-        ureq::Error::HostNotFound => (TransportErrorKind::Dns, "host not found".to_owned()),
+        ureq::Error::HostNotFound => (TransportErrorKind::Dns, "host not found".to_owned(), true),
         ureq::Error::ConnectionFailed => (
             TransportErrorKind::Connect,
             "could not connect to the relay".to_owned(),
+            true,
         ),
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => (
             TransportErrorKind::Timeout,
             format!("the connection timed out: {io}"),
+            false,
         ),
-        ureq::Error::Io(io) => (TransportErrorKind::Io, format!("connection failed: {io}")),
-        ureq::Error::Tls(what) => (TransportErrorKind::Tls, (*what).to_owned()),
+        ureq::Error::Io(io) => (
+            TransportErrorKind::Io,
+            format!("connection failed: {io}"),
+            false,
+        ),
+        ureq::Error::Tls(what) => (TransportErrorKind::Tls, (*what).to_owned(), true),
         ureq::Error::TlsRequired => (
             TransportErrorKind::Tls,
             "the connection to the relay is not TLS".to_owned(),
+            true,
         ),
         ureq::Error::Protocol(p) => (
             TransportErrorKind::Io,
             format!("the relay's HTTP could not be read: {p}"),
+            false,
         ),
         ureq::Error::LargeResponseHeader(size, limit) => (
             TransportErrorKind::Io,
             format!("the relay's response head is too large ({size} > {limit} bytes)"),
+            false,
         ),
         // BadUri and Http errors can quote the URL: say nothing of it.
         _ => (
             TransportErrorKind::Io,
             "the HTTP request to the relay failed".to_owned(),
+            false,
         ),
     };
-    Stop::Failed(Error::Transport(TransportError::new(kind, message)))
+    let error = Error::Transport(TransportError::new(kind, message));
+    if before_writing {
+        Stop::NotSent(error)
+    } else {
+        Stop::Failed(error)
+    }
 }

@@ -149,18 +149,18 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod current;
 mod driver;
 mod pool;
 mod resolve;
 mod transport;
-
-use std::convert::Infallible;
 
 use std::sync::Arc;
 
 use human_plus_core::OperationOutput;
 use human_plus_runtime::{BlockingFlavour, Drive, Driven, Driver, NetSettings};
 
+pub use driver::WarmStream;
 use driver::{Net, drive};
 pub use human_plus_core as core;
 pub use human_plus_runtime::exports::*;
@@ -182,21 +182,19 @@ pub struct Blocking {
 
 impl Driver for Blocking {
     type Flavour = BlockingFlavour;
-    // The warm-attachment mode keeps a stream open between operations,
-    // which this driver does not yet read: it keeps none, so warm mode is
-    // off here whatever the configuration says.
-    type Stream = Infallible;
+    type Stream = WarmStream;
 
     fn new(net: NetSettings<dyn Resolve>) -> Self {
         Blocking {
             net: Arc::new(Net {
                 settings: net,
                 pool: Pool::new(pool::IDLE_TIMEOUT),
+                agents: std::sync::Mutex::default(),
             }),
         }
     }
 
     async fn drive<T: OperationOutput + Send>(&self, run: Drive<T, Self>) -> Driven<T, Self> {
-        Ok((drive(&self.net, run.op), None))
+        Ok(drive(&self.net, run.op, run.stream))
     }
 }

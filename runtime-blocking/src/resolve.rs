@@ -98,7 +98,13 @@ impl FailureSlot {
 pub(crate) struct VettingResolver {
     pub(crate) endpoint: Arc<RelayEndpoint>,
     pub(crate) resolver: Arc<dyn Resolve>,
-    pub(crate) failures: Arc<FailureSlot>,
+}
+
+/// Records `f` in the running request's failure slot.
+fn record(f: impl FnOnce(&FailureSlot)) {
+    if let Some(slot) = crate::current::failures() {
+        f(&slot);
+    }
 }
 
 impl fmt::Debug for VettingResolver {
@@ -130,10 +136,12 @@ impl VettingResolver {
         // This resolver exists for one request to the relay: it resolves
         // nothing but the endpoint's host.
         if !bare_host(uri).is_some_and(|h| h.eq_ignore_ascii_case(self.endpoint.host())) {
-            self.failures.fail(
-                TransportErrorKind::Dns,
-                "the request's host is not the relay endpoint's host",
-            );
+            record(|f| {
+                f.fail(
+                    TransportErrorKind::Dns,
+                    "the request's host is not the relay endpoint's host",
+                );
+            });
             return Err(());
         }
         let addrs = match self.endpoint.resolved_literal() {
@@ -151,13 +159,11 @@ impl VettingResolver {
                     } else {
                         TransportErrorKind::Dns
                     };
-                    self.failures.fail(
-                        kind,
-                        &format!(
-                            "could not resolve the relay host [{}]: {e}",
-                            self.endpoint.host()
-                        ),
+                    let message = format!(
+                        "could not resolve the relay host [{}]: {e}",
+                        self.endpoint.host()
                     );
+                    record(|f| f.fail(kind, &message));
                     return Err(());
                 }
             },
@@ -166,7 +172,7 @@ impl VettingResolver {
             Ok(vetted) => Ok(vetted),
             Err(refusal) => {
                 tracing::debug!(host = self.endpoint.host(), rule = ?refusal.rule, "resolved addresses refused by the egress policy");
-                self.failures.refuse(refusal);
+                record(|f| f.refuse(refusal));
                 Err(())
             }
         }
@@ -233,6 +239,11 @@ mod tests {
             .allow_addresses(["127.0.0.1/32".parse().unwrap()]);
         let endpoint = Arc::new(RelayEndpoint::new(&inv, "rs_1", &policy).unwrap());
         let failures = Arc::new(FailureSlot::default());
+        let _entered = crate::current::enter(crate::current::Current {
+            ctl: Arc::default(),
+            failures: Arc::clone(&failures),
+            token: None,
+        });
         let resolver = VettingResolver {
             endpoint,
             resolver: Arc::new(
@@ -240,7 +251,6 @@ mod tests {
                     .with("relay.test", [IpAddr::from([127, 0, 0, 1])])
                     .with("other.test", [IpAddr::from([127, 0, 0, 1])]),
             ),
-            failures: Arc::clone(&failures),
         };
         let config = Config::default();
         let ok = resolver

@@ -16,6 +16,15 @@
 //!   the one `human_plus_runtime::client_config` builds;
 //! * a blocked read must be interruptible when the core cancels a request,
 //!   which needs the socket.
+//!
+//! Connections are kept in ureq's pool: one agent per connection key
+//! (`RelayEndpoint::connection_key`), whose connector and transports serve
+//! many requests; what belongs to one request is on its thread
+//! ([`crate::current`]). A kept transport says it is open (ureq's probe
+//! before reuse) only while it is younger than the pool's lifetime bound and
+//! a non-blocking read of its socket finds nothing: a connection the relay
+//! closed meanwhile is found closed before a byte is written, and ureq opens
+//! another.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -36,7 +45,8 @@ use ureq::unversioned::transport::{
 
 use human_plus_runtime::SystemResolver;
 
-use crate::resolve::{FailureSlot, Resolve, budget_of, resolve_within};
+use crate::current;
+use crate::resolve::{Resolve, budget_of, resolve_within};
 
 /// How long a blocked read or handshake step waits before it looks at the
 /// cancel flag again. A cancelled request's socket is also shut down, which
@@ -112,16 +122,16 @@ fn remaining(deadline: Instant, what: &str) -> Result<Duration, Error> {
     Ok(left)
 }
 
-/// Opens the connection of one request. See the module documentation.
+/// Opens the connections of one connection key. See the module
+/// documentation.
 pub(crate) struct RelayConnector {
+    /// An endpoint of the key (its host, port, proxy and policy are the
+    /// key's).
     pub(crate) endpoint: Arc<RelayEndpoint>,
     /// The rustls configuration, for an `https` endpoint.
     pub(crate) tls: Option<Arc<ClientConfig>>,
-    pub(crate) ctl: Arc<RequestCtl>,
-    pub(crate) failures: Arc<FailureSlot>,
-    /// The token to put back where ureq was given
-    /// [`TOKEN_MARKER`](human_plus_core::TOKEN_MARKER) (query auth only).
-    pub(crate) token: Option<String>,
+    /// A connection older than this is not reused.
+    pub(crate) lifetime: Duration,
 }
 
 impl fmt::Debug for RelayConnector {
@@ -155,11 +165,14 @@ impl Connector<()> for RelayConnector {
                     details.config.output_buffer_size(),
                 ),
                 io,
-                ctl: Arc::clone(&self.ctl),
-                token: self.token.clone(),
+                created: Instant::now(),
+                lifetime: self.lifetime,
+                attached: None,
             })),
             Err(e) => {
-                self.failures.set(e);
+                if let Some(failures) = current::failures() {
+                    failures.set(e);
+                }
                 Err(ureq::Error::ConnectionFailed)
             }
         }
@@ -193,16 +206,17 @@ impl RelayConnector {
     ) -> Result<TcpStream, Error> {
         let mut last = None;
         for addr in addrs {
-            if self.ctl.is_cancelled() {
+            if current::cancelled() {
                 return Err(transport(TransportErrorKind::Io, "request cancelled"));
             }
             let left = remaining(deadline, &format!("connecting to {what}"))?;
             match TcpStream::connect_timeout(addr, left) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
-                    self.ctl
-                        .attach(&stream)
-                        .map_err(|e| transport(TransportErrorKind::Io, e.to_string()))?;
+                    if let Some(ctl) = current::ctl() {
+                        ctl.attach(&stream)
+                            .map_err(|e| transport(TransportErrorKind::Io, e.to_string()))?;
+                    }
                     tracing::trace!(%addr, "connected");
                     return Ok(stream);
                 }
@@ -300,7 +314,7 @@ impl RelayConnector {
         let mut head = Vec::with_capacity(128);
         let mut byte = [0u8; 1];
         loop {
-            if self.ctl.is_cancelled() {
+            if current::cancelled() {
                 return Err(transport(TransportErrorKind::Io, "request cancelled"));
             }
             let left = remaining(deadline, "the CONNECT answer")?;
@@ -347,7 +361,7 @@ impl RelayConnector {
             .map_err(|e| tls_error(format!("TLS setup failed: {e}")))?;
         let mut stream = StreamOwned::new(conn, tcp);
         while stream.conn.is_handshaking() {
-            if self.ctl.is_cancelled() {
+            if current::cancelled() {
                 return Err(transport(TransportErrorKind::Io, "request cancelled"));
             }
             let left = remaining(deadline, "the TLS handshake")?;
@@ -417,9 +431,39 @@ impl Write for Io {
 pub(crate) struct RelayTransport {
     buffers: LazyBuffers,
     io: Io,
-    ctl: Arc<RequestCtl>,
-    /// Until the request line has gone out: the token to unmask in it.
-    token: Option<String>,
+    /// When the connection was made (its lifetime runs from here).
+    created: Instant,
+    lifetime: Duration,
+    /// The request whose cancel switch holds this socket.
+    attached: Option<Arc<RequestCtl>>,
+}
+
+impl RelayTransport {
+    /// The running request's cancel switch, given this socket first if it
+    /// is not already (a kept transport serves one request after another).
+    fn ctl(&mut self) -> Option<Arc<RequestCtl>> {
+        let ctl = current::ctl()?;
+        if !self.attached.as_ref().is_some_and(|a| Arc::ptr_eq(a, &ctl)) {
+            let _ = ctl.attach(self.io.socket());
+            self.attached = Some(Arc::clone(&ctl));
+        }
+        Some(ctl)
+    }
+}
+
+/// Whether `stream` is still open: a non-blocking read finds nothing to
+/// read. Bytes (a TLS alert, or anything the relay did not owe us) or an
+/// end mean it is not.
+fn probe(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    let open = matches!(
+        (&*stream).read(&mut byte),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock
+    );
+    stream.set_nonblocking(false).is_ok() && open
 }
 
 impl fmt::Debug for RelayTransport {
@@ -466,7 +510,9 @@ impl Transport for RelayTransport {
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
         let timeout = timeout.for_write();
-        if self.ctl.is_cancelled() {
+        let ctl = self.ctl();
+        let is_cancelled = || ctl.as_ref().is_some_and(|c| c.is_cancelled());
+        if is_cancelled() {
             return Err(ureq::Error::Io(cancelled()));
         }
         let limit = match deadline_of(&timeout) {
@@ -481,11 +527,11 @@ impl Transport for RelayTransport {
         };
         self.io.socket().set_write_timeout(limit)?;
         let output = self.buffers.output().get(..amount).unwrap_or_default();
-        let unmasked = self.token.take().and_then(|t| unmask(output, &t));
+        let unmasked = current::take_token().and_then(|t| unmask(output, &t));
         let output = unmasked.as_deref().unwrap_or(output);
         match self.io.write_all(output).and_then(|()| self.io.flush()) {
             Ok(()) => Ok(()),
-            Err(_) if self.ctl.is_cancelled() => Err(ureq::Error::Io(cancelled())),
+            Err(_) if is_cancelled() => Err(ureq::Error::Io(cancelled())),
             Err(e) if is_timeout(&e) => Err(ureq::Error::Timeout(timeout.reason)),
             Err(e) => Err(ureq::Error::Io(e)),
         }
@@ -494,8 +540,10 @@ impl Transport for RelayTransport {
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
         let timeout = timeout.for_read();
         let deadline = deadline_of(&timeout);
+        let ctl = self.ctl();
+        let is_cancelled = || ctl.as_ref().is_some_and(|c| c.is_cancelled());
         loop {
-            if self.ctl.is_cancelled() {
+            if is_cancelled() {
                 return Err(ureq::Error::Io(cancelled()));
             }
             let slice = match deadline {
@@ -511,12 +559,12 @@ impl Transport for RelayTransport {
             self.io.socket().set_read_timeout(Some(slice))?;
             let input = self.buffers.input_append_buf();
             match self.io.read(input) {
-                Ok(_) if self.ctl.is_cancelled() => return Err(ureq::Error::Io(cancelled())),
+                Ok(_) if is_cancelled() => return Err(ureq::Error::Io(cancelled())),
                 Ok(n) => {
                     self.buffers.input_appended(n);
                     return Ok(n > 0);
                 }
-                Err(_) if self.ctl.is_cancelled() => return Err(ureq::Error::Io(cancelled())),
+                Err(_) if is_cancelled() => return Err(ureq::Error::Io(cancelled())),
                 Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(ureq::Error::Io(e)),
             }
@@ -524,8 +572,9 @@ impl Transport for RelayTransport {
     }
 
     fn is_open(&mut self) -> bool {
-        // Connections are never reused: every request has its own agent.
-        false
+        // ureq's probe before it reuses a kept connection: found closed (or
+        // too old to reuse), it is not used and another is opened.
+        self.created.elapsed() < self.lifetime && probe(self.io.socket())
     }
 
     fn is_tls(&self) -> bool {

@@ -153,7 +153,9 @@ fn the_connect_proxy_is_given_the_vetted_ip_never_the_name() {
         assert!(read.revision.is_some());
     }
     let targets = proxy.targets();
-    assert!(targets.len() >= 12, "{targets:?}");
+    // Connections are kept: at least a tunnel per manager (the receive leg
+    // and the POSTs may share or not), every one to the vetted address.
+    assert!(targets.len() >= 4, "{targets:?}");
     let expected = format!("127.0.0.1:{}", world.port);
     assert!(
         targets.iter().all(|t| *t == expected),

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use human_plus_core::{Error, Operation, OperationOutput, Outcome, WarmLeg};
+use human_plus_core::{Error, Operation, OperationOutput, Outcome, PoolConfig, WarmLeg};
 
 use crate::{BlockingHumanPlus, HumanPlus, Parts, Resolve, ResolveBlocking, SystemResolver};
 
@@ -20,6 +20,9 @@ pub struct NetSettings<R: ?Sized> {
     pub resolver: Arc<R>,
     /// The bound on each connection step (resolution, TCP, CONNECT, TLS).
     pub connect_timeout: Duration,
+    /// How kept connections are bounded (from the manager's
+    /// [`TransportConfig::pool`](human_plus_core::TransportConfig::pool)).
+    pub pool: PoolConfig,
 }
 
 impl<R: ?Sized> std::fmt::Debug for NetSettings<R> {
@@ -27,6 +30,7 @@ impl<R: ?Sized> std::fmt::Debug for NetSettings<R> {
         f.debug_struct("NetSettings")
             .field("tls", &self.tls.as_ref().map(|_| "configured"))
             .field("connect_timeout", &self.connect_timeout)
+            .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
 }

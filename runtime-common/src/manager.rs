@@ -672,6 +672,7 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
             tls,
             resolver: self.resolver,
             connect_timeout: self.connect_timeout,
+            pool: self.config.transport.pool,
         });
         Parts {
             config: self.config,

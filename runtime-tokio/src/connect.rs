@@ -7,10 +7,11 @@
 //! goes to a vetted address only.
 //!
 //! [`Connector::open`] yields a [`Connection`] that serves requests until it
-//! is dropped. Today every request opens its own; a pool would sit in front
-//! of `open`, keyed on what decides where the bytes go and how they are
-//! protected (scheme, host, port, proxy), handing out an idle [`Connection`]
-//! whose sender is ready.
+//! is dropped. Connections are kept between requests in the core's
+//! [`ConnectionPool`], under the core's [`ConnectionKey`]
+//! (`RelayEndpoint::connection_key`): a request takes an idle connection
+//! whose sender is still open, or opens one; a connection whose response
+//! was read to its end goes back.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -19,9 +20,11 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Full;
+use std::sync::{Mutex, PoisonError};
+
 use human_plus_core::{
-    Error, ProxyAddr, ProxyConnectResponse, RelayEndpoint, TransportError, TransportErrorKind,
-    proxy_connect_request,
+    ConnectionKey, ConnectionPool, Error, ProxyAddr, ProxyConnectResponse, RelayEndpoint,
+    TransportError, TransportErrorKind, proxy_connect_request,
 };
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -32,6 +35,8 @@ use tokio::task::AbortHandle;
 use tokio_rustls::TlsConnector;
 
 use human_plus_runtime::{NetSettings, Resolve};
+
+use crate::driver::now;
 
 /// A transport error of `kind`.
 pub(crate) fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
@@ -54,6 +59,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// One open HTTP/1.1 connection. Dropping it closes the connection.
+#[derive(Debug)]
 pub(crate) struct Connection {
     /// Sends requests on the connection.
     pub(crate) sender: http1::SendRequest<Full<Bytes>>,
@@ -66,9 +72,27 @@ pub(crate) struct Connection {
 #[derive(Debug)]
 pub(crate) struct Connector {
     pub(crate) net: NetSettings<dyn Resolve>,
+    /// Idle connections, by key.
+    pub(crate) pool: Mutex<ConnectionPool<Connection>>,
 }
 
 impl Connector {
+    /// An idle connection for `key` whose sender is still open (one found
+    /// closed is dropped), and when it was made.
+    pub(crate) fn take(&self, key: &ConnectionKey) -> Option<(Connection, std::time::Instant)> {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        pool.take(key, now(), |c| !c.sender.is_closed() && c.sender.is_ready())
+            .map(|k| (k.conn, k.created))
+    }
+
+    /// Keeps `conn` (made at `created`) for the next request of `key`.
+    pub(crate) fn put(&self, key: ConnectionKey, conn: Connection, created: std::time::Instant) {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = now();
+        pool.purge(at);
+        pool.put(key, conn, created, at);
+    }
+
     /// Opens a connection to `endpoint`.
     ///
     /// Each step is bounded by the connect timeout: resolution, each TCP

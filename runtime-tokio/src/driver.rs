@@ -28,6 +28,10 @@ use crate::perform::perform;
 /// driver (back-pressure on a fast stream).
 const EVENT_QUEUE: usize = 64;
 
+/// How many events a warm stream may hold between operations before its
+/// reader waits (at one keepalive comment every 15 s, about an hour).
+const WARM_QUEUE: usize = 256;
+
 /// The monotonic clock, from tokio so a paused test clock is honoured.
 pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
@@ -69,7 +73,7 @@ impl Drop for InFlight {
 /// closes the stream.
 pub struct WarmStream {
     task: JoinHandle<()>,
-    rx: mpsc::Receiver<(RequestId, HttpEvent)>,
+    rx: mpsc::Receiver<(RequestId, HttpEvent, Instant)>,
 }
 
 impl std::fmt::Debug for WarmStream {
@@ -88,8 +92,10 @@ impl KeptStream for WarmStream {
     /// Feeds everything the stream delivered while no operation ran to
     /// `leg`; an ended task is the stream's end.
     fn drain_into(&mut self, leg: &mut WarmLeg) {
-        while let Ok((_, event)) = self.rx.try_recv() {
-            leg.handle_event(event, now());
+        // Each event at the time its reader received it, so a leg that
+        // went silent is seen as silent.
+        while let Ok((_, event, at)) = self.rx.try_recv() {
+            leg.handle_event(event, at);
         }
         if self.task.is_finished() {
             leg.handle_event(HttpEvent::End, now());
@@ -110,13 +116,13 @@ pub(crate) async fn drive<T: OperationOutput>(
     mut warm: Option<WarmStream>,
 ) -> Result<(Outcome<T>, Option<WarmStream>), Error> {
     let endpoint = Arc::new(op.endpoint().clone());
-    let (tx, mut rx) = mpsc::channel::<(RequestId, HttpEvent)>(EVENT_QUEUE);
+    let (tx, mut rx) = mpsc::channel::<(RequestId, HttpEvent, Instant)>(EVENT_QUEUE);
     let mut inflight = InFlight::new();
     loop {
         while let Some(transmit) = op.poll_transmit() {
             match transmit {
                 Transmit::Request(req) if req.id == RequestId::WARM => {
-                    let (wtx, wrx) = mpsc::channel(EVENT_QUEUE);
+                    let (wtx, wrx) = mpsc::channel(WARM_QUEUE);
                     let task = perform(Arc::clone(connector), Arc::clone(&endpoint), req, wtx)
                         .instrument(tracing::Span::current());
                     warm = Some(WarmStream {
@@ -163,7 +169,7 @@ pub(crate) async fn drive<T: OperationOutput>(
         let sleep = wake.map(tokio::time::Instant::from_std);
         tokio::select! {
             event = rx.recv() => {
-                if let Some((id, event)) = event {
+                if let Some((id, event, _)) = event {
                     op.handle_event(id, event, now());
                 }
             }
@@ -174,7 +180,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                 }
             } => {
                 match event {
-                    Some((id, event)) => op.handle_event(id, event, now()),
+                    Some((id, event, _)) => op.handle_event(id, event, now()),
                     // The stream's task ended without a last word.
                     None => {
                         warm = None;

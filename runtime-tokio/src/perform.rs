@@ -14,10 +14,11 @@ use human_plus_core::{
 use tokio::sync::mpsc;
 
 use crate::connect::{Connector, transport};
+use crate::driver::now;
 
 /// Where a request's events go: `(request, event)` into the operation's
 /// channel.
-pub(crate) type EventSender = mpsc::Sender<(RequestId, HttpEvent)>;
+pub(crate) type EventSender = mpsc::Sender<(RequestId, HttpEvent, std::time::Instant)>;
 
 /// The request's reporter. A send fails only when the operation is gone,
 /// and then there is nobody left to tell.
@@ -29,7 +30,36 @@ struct Events {
 impl Events {
     /// Reports `event`; false when the operation no longer listens.
     async fn send(&self, event: HttpEvent) -> bool {
-        self.tx.send((self.id, event)).await.is_ok()
+        self.tx.send((self.id, event, now())).await.is_ok()
+    }
+}
+
+/// How a request failed: before any of it was written (and whether on a
+/// kept connection found closed), or after some of it may have been.
+enum Failure {
+    NotSent { error: Error, kept_connection: bool },
+    Lost(Error),
+}
+
+impl Failure {
+    fn before_writing(error: Error) -> Self {
+        Failure::NotSent {
+            error,
+            kept_connection: false,
+        }
+    }
+
+    fn into_event(self) -> HttpEvent {
+        match self {
+            Failure::NotSent {
+                error,
+                kept_connection,
+            } => HttpEvent::NotSent {
+                error,
+                kept_connection,
+            },
+            Failure::Lost(error) => HttpEvent::Failed(error),
+        }
     }
 }
 
@@ -48,8 +78,9 @@ pub(crate) async fn perform(
     match tokio::time::timeout_at(deadline, run).await {
         Ok(Ok(())) => {}
         Ok(Err(failure)) => {
-            tracing::debug!(request = %events.id, error = %failure, "relay request failed");
-            events.send(HttpEvent::Failed(failure)).await;
+            let event = failure.into_event();
+            tracing::debug!(request = %events.id, event = ?event, "relay request failed");
+            events.send(event).await;
         }
         // Past its deadline the core no longer cares about the request (its
         // own timer, at that same instant, decides the exchange): stop, and
@@ -58,21 +89,47 @@ pub(crate) async fn perform(
     }
 }
 
-/// Connects, sends, and streams the response.
+/// Takes a kept connection (or opens one), sends, streams the response,
+/// and keeps the connection again once its response was read to the end.
 async fn exchange(
     connector: &Connector,
     endpoint: &RelayEndpoint,
     req: HttpRequest,
     events: &Events,
-) -> Result<(), Error> {
+) -> Result<(), Failure> {
     let id = req.id;
-    let request = build(endpoint, req)?;
-    let mut connection = connector.open(endpoint).await?;
-    let response = connection
-        .sender
-        .send_request(request)
-        .await
-        .map_err(|e| io_error("sending the request", &e))?;
+    let fresh = req.fresh;
+    let request = build(endpoint, req).map_err(Failure::before_writing)?;
+    let key = endpoint.connection_key();
+    let kept = if fresh { None } else { connector.take(&key) };
+    let on_kept = kept.is_some();
+    let (mut connection, created) = match kept {
+        Some(kept) => kept,
+        None => (
+            connector
+                .open(endpoint)
+                .await
+                .map_err(Failure::before_writing)?,
+            now(),
+        ),
+    };
+    tracing::debug!(request = %id, kept = on_kept, "relay connection");
+    let response = match connection.sender.try_send_request(request).await {
+        Ok(response) => response,
+        Err(mut e) => {
+            let never_left = e.take_message().is_some();
+            let error = io_error("sending the request", &e.into_error());
+            return Err(if never_left {
+                // The connection was found closed before a byte left.
+                Failure::NotSent {
+                    error,
+                    kept_connection: on_kept,
+                }
+            } else {
+                Failure::Lost(error)
+            });
+        }
+    };
     let status = response.status().as_u16();
     tracing::debug!(request = %id, status, "relay response head");
     if !events.send(HttpEvent::Head(status)).await {
@@ -80,7 +137,7 @@ async fn exchange(
     }
     let mut body = response.into_body();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| io_error("reading the response body", &e))?;
+        let frame = frame.map_err(|e| Failure::Lost(io_error("reading the response body", &e)))?;
         if let Ok(data) = frame.into_data()
             && !data.is_empty()
             && !events.send(HttpEvent::Body(data.to_vec())).await
@@ -88,9 +145,19 @@ async fn exchange(
             return Ok(());
         }
     }
+    // Read to its end: the connection serves the next request once hyper
+    // says it can (a relay that closes it after the response says no).
+    let ready = tokio::time::timeout(READY_WAIT, connection.sender.ready()).await;
+    if matches!(ready, Ok(Ok(()))) {
+        connector.put(key, connection, created);
+    }
     events.send(HttpEvent::End).await;
     Ok(())
 }
+
+/// How long a connection whose response ended may take to be ready again
+/// before it is dropped instead of kept.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 fn io_error(doing: &str, e: &hyper::Error) -> Error {
     transport(TransportErrorKind::Io, format!("{doing}: {e}"))
