@@ -423,6 +423,11 @@ pub struct ProbeArgs {
 /// `mcp` options.
 #[derive(Debug, Clone, Args)]
 pub struct McpArgs {
+    /// Open a receive leg per operation instead of keeping one open for
+    /// the whole run (the default keeps it: a call then costs one round
+    /// trip, at the price of one open connection to the relay).
+    #[arg(long)]
+    pub no_warm: bool,
     /// Connection options.
     #[command(flatten)]
     pub connect: ConnectArgs,

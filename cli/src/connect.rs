@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use human_plus_core::{
@@ -28,7 +29,7 @@ pub const OWNER: &str = "human-plus-cli";
 /// An attached manager, ready for operations.
 pub struct Connection {
     /// The manager.
-    pub agent: Box<dyn Agent>,
+    pub agent: Arc<dyn Agent>,
     /// The owner the attachment belongs to.
     pub owner: String,
     /// The attachment (as attached; ask the agent for its current state).
@@ -287,6 +288,20 @@ pub fn connect(
     args: &ConnectArgs,
     fallback_trust: Option<TrustPolicy>,
 ) -> Result<Connection, Failure> {
+    connect_with(args, fallback_trust, false)
+}
+
+/// As [`connect`], with the receive leg kept open between operations when
+/// `warm` (the bridge's default: one open connection for the whole run, so
+/// a call costs one round trip).
+///
+/// # Errors
+/// As [`connect`].
+pub fn connect_with(
+    args: &ConnectArgs,
+    fallback_trust: Option<TrustPolicy>,
+    warm: bool,
+) -> Result<Connection, Failure> {
     let context = Context {
         relay_url: Some(args.relay.clone()),
     };
@@ -294,7 +309,8 @@ pub fn connect(
     let trust = trust_policy(args, fallback_trust)?;
     let transport = TransportConfig::default()
         .receive_leg(receive_leg(args.transport))
-        .timeout(timeout(args.timeout)?);
+        .timeout(timeout(args.timeout)?)
+        .warm(warm);
     let config = ManagerConfig::new(egress_policy(args), trust).transport(transport);
     let mut setup = AgentSetup::new(config);
     setup.connect_timeout = setup.config.transport.timeout.min(Duration::from_secs(10));
@@ -322,7 +338,7 @@ pub fn connect(
         )
     }
     .map_err(|e| fail(&e))?;
-    let agent = build_agent(args.runtime, setup).map_err(|e| fail(&e))?;
+    let agent: Arc<dyn Agent> = Arc::from(build_agent(args.runtime, setup).map_err(|e| fail(&e))?);
     let participant = Participant::new(
         &args.participant_id,
         &args.participant_name,

@@ -35,6 +35,9 @@ pub const RELAY_FAILED: u8 = 9;
 /// The tool ran and reported an error, or the surface answered with a
 /// JSON-RPC error (`tool_error`, `surface_error`).
 pub const TOOL_ERROR: u8 = 10;
+/// The call was sent but its outcome never came back: it may have been
+/// applied, and it was not sent again (`delivery_unknown`).
+pub const DELIVERY_UNKNOWN: u8 = 11;
 
 /// The exit-code table, as `human-plus --help` prints it.
 pub const EXIT_CODES_HELP: &str = "\
@@ -50,6 +53,7 @@ Exit codes:
    8  timeout: no correlated reply in time (timeout)
    9  other relay, protocol or transport failure (relay_failed, protocol_error, transport_failed)
   10  the tool reported an error (tool_error, surface_error)
+  11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
 
 The relay token comes only from HUMAN_PLUS_TOKEN or --token-file and is never printed.";
 
@@ -175,6 +179,7 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::Timeout => TIMEOUT,
         Error::Transport(t) if t.kind() == human_plus_core::TransportErrorKind::Timeout => TIMEOUT,
         Error::ToolFailed { .. } | Error::SurfaceError(_) => TOOL_ERROR,
+        Error::DeliveryUnknown(_) => DELIVERY_UNKNOWN,
         _ => RELAY_FAILED,
     }
 }
@@ -241,6 +246,9 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
         }
         Error::Timeout => {
             "raise --timeout, or try --transport poll if a proxy buffers the event stream".to_owned()
+        }
+        Error::DeliveryUnknown(_) => {
+            "read the surface (or `human-plus changes`) before deciding whether to call again: the call may have been applied".to_owned()
         }
         Error::InvalidInvitation(_) => {
             "check --relay (https://..., or http://127.0.0.1:PORT with --allow-insecure-loopback), --session ([A-Za-z0-9_-]{4,64}) and the token (16 characters or more)".to_owned()

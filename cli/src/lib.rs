@@ -75,7 +75,7 @@ pub fn run(cli: Cli) -> u8 {
 }
 
 fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
-    let connection = connect::connect(&args.connect, None)?;
+    let connection = connect::connect_with(&args.connect, None, !args.no_warm)?;
     eprintln!(
         "human-plus mcp: attached to surface {} ({} runtime, {} transport); serving MCP on stdio",
         exit::printable(connection.attachment.invitation().surface_id()),
@@ -83,6 +83,9 @@ fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
         args.connect.transport.as_str()
     );
     let mut bridge = mcp::Bridge::new(connection);
+    if !args.no_warm {
+        drop(bridge.prefetch());
+    }
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     mcp::serve(&mut bridge, stdin.lock(), stdout.lock())

@@ -27,6 +27,7 @@
 //!   left unanswered.
 
 use std::io::{self, BufRead, Write};
+use std::sync::Arc;
 
 use human_plus_core::{Error, SurfaceChanges, is_change_feed_tool, redact_text};
 use serde_json::{Map, Value, json};
@@ -53,7 +54,7 @@ const INSTRUCTIONS: &str = "These tools belong to a live application surface tha
 
 /// The MCP server's state: the manager and the attachment it serves.
 pub struct Bridge {
-    agent: Box<dyn Agent>,
+    agent: Arc<dyn Agent>,
     owner: String,
     attachment: String,
     log: Box<dyn FnMut(&str) + Send>,
@@ -83,13 +84,27 @@ impl Bridge {
     /// A bridge over `agent`'s attachment `attachment` owned by `owner`,
     /// logging to stderr.
     #[must_use]
-    pub fn from_parts(agent: Box<dyn Agent>, owner: String, attachment: String) -> Self {
+    pub fn from_parts(agent: Arc<dyn Agent>, owner: String, attachment: String) -> Self {
         Bridge {
             agent,
             owner,
             attachment,
             log: Box::new(|line| eprintln!("human-plus mcp: {}", redact_text(line))),
         }
+    }
+
+    /// Starts discovery now, on a thread of its own: with a warm attachment
+    /// the receive leg opens and `initialize` and the first `tools/list`
+    /// run while the client is still starting, so its own `tools/list`
+    /// finds the listing kept (no round trip). The client's requests wait
+    /// for it behind the attachment's lock.
+    pub fn prefetch(&self) -> std::thread::JoinHandle<()> {
+        let agent = Arc::clone(&self.agent);
+        let owner = self.owner.clone();
+        let attachment = self.attachment.clone();
+        std::thread::spawn(move || {
+            let _ = agent.tools(&owner, &attachment);
+        })
     }
 
     /// Replaces the logger (tests).
@@ -535,7 +550,7 @@ mod tests {
 
     fn bridge() -> Bridge {
         Bridge::from_parts(
-            Box::new(Fake {
+            Arc::new(Fake {
                 store: InMemoryAttachmentStore::new(),
             }),
             "o".into(),

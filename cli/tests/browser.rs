@@ -859,6 +859,12 @@ async fn bad_input(browser: &Browser, relay: &RelayHandle, session: &str, token:
     );
     peer.post(r#"{"jsonrpc":"2.0","id":"bad-7","method":"ping"}"#)
         .await;
+    // The relay pads the event when it writes it to the page's stream,
+    // after the POST was answered: clear the fault only once the page has
+    // seen (and dropped) it.
+    browser
+        .wait_log("Dropped a frame from the relay: oversize")
+        .await;
     relay.clear_faults(session);
     peer.post(r#"{"jsonrpc":"2.0","id":"bad-8","method":"ping"}"#)
         .await;
