@@ -73,6 +73,9 @@ struct StatusFault {
 ///   response posted to `outbox` is answered `200` but delivered to nobody,
 ///   or delivered twice to each recipient.
 /// * `sse_*`: shape the bytes of `events` streams (see each method).
+/// * [`lose_inbox_answers`](Faults::lose_inbox_answers): a frame POSTed to
+///   `inbox` is taken and fanned out, then the connection is broken
+///   instead of answered.
 ///
 /// Faults on the receive legs (`delay`/`status` on [`Leg::Events`] and
 /// [`Leg::Poll`], and every `sse_*` fault) hit only the agents' legs
@@ -104,6 +107,7 @@ pub struct Faults {
     sse_garbage: bool,
     sse_gone_after: Option<usize>,
     sse_oversize: Option<usize>,
+    lose_inbox_answers: Option<Remaining>,
     pages: bool,
 }
 
@@ -241,6 +245,22 @@ impl Faults {
         self
     }
 
+    /// Take every frame POSTed to `inbox` (it reaches the page, which may
+    /// act on it), then break the connection instead of answering: the
+    /// agent's POST is delivered, but its HTTP answer is lost.
+    #[must_use]
+    pub fn lose_inbox_answers(mut self) -> Faults {
+        self.lose_inbox_answers = Some(Remaining::Always);
+        self
+    }
+
+    /// As [`Faults::lose_inbox_answers`], for the next `times` POSTs.
+    #[must_use]
+    pub fn lose_inbox_answers_times(mut self, times: u32) -> Faults {
+        self.lose_inbox_answers = Some(Remaining::Times(times));
+        self
+    }
+
     /// Whether receive-leg faults apply to a subscriber reading `inbound`.
     pub(crate) fn hits(&self, leg: Leg, inbound: bool) -> bool {
         !inbound || self.pages || matches!(leg, Leg::Inbox | Leg::Outbox)
@@ -254,6 +274,12 @@ impl Faults {
     pub(crate) fn take_status(&mut self, leg: Leg) -> Option<u16> {
         let fault = self.statuses.iter_mut().find(|s| s.leg == leg)?;
         fault.remaining.take().then_some(fault.status)
+    }
+
+    pub(crate) fn take_lose_inbox_answer(&mut self) -> bool {
+        self.lose_inbox_answers
+            .as_mut()
+            .is_some_and(Remaining::take)
     }
 
     pub(crate) fn take_drop_reply(&mut self) -> bool {

@@ -169,7 +169,13 @@ async fn post_frame(
         Direction::Inbound => broker.inbox(session, &token, &payload, client.as_deref(), now),
         Direction::Outbound => broker.outbox(session, &token, &payload, now),
     };
+    let lose_answer = ok
+        && direction == Direction::Inbound
+        && broker.faults_mut(session).take_lose_inbox_answer();
     drop(broker);
+    if lose_answer {
+        return Err(DropConnection("injected fault: the inbox answer is lost"));
+    }
     Ok(if ok {
         cors.json(StatusCode::OK, "{\"ok\":true}".into())
     } else {

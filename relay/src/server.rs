@@ -29,13 +29,14 @@ pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_POLL_IDLE: Duration = Duration::from_secs(60);
 /// The Node relay's SSE keepalive comment interval: 15 s.
 pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
+/// How long Node's HTTP server keeps an idle keep-alive connection open
+/// after a response before it closes it (`server.keepAliveTimeout`): 5 s.
+pub const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long shutdown waits for open connections before cutting them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long a TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client may take to send a request head.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the state shared by every connection holds.
 #[derive(Debug)]
@@ -46,6 +47,10 @@ pub(crate) struct Shared {
     pub(crate) keepalive: Duration,
     pub(crate) body_limit: usize,
     pub(crate) answer_413: bool,
+    /// How long an idle keep-alive connection stays open.
+    pub(crate) keep_alive_timeout: Duration,
+    /// Connections accepted so far.
+    pub(crate) accepted: std::sync::atomic::AtomicUsize,
 }
 
 /// Entry point: `RelayServer::builder()...start().await`.
@@ -75,6 +80,7 @@ pub struct RelayServerBuilder {
     faults: Faults,
     body_limit: usize,
     answer_413: bool,
+    keep_alive_timeout: Duration,
 }
 
 impl Default for RelayServerBuilder {
@@ -91,6 +97,7 @@ impl Default for RelayServerBuilder {
             faults: Faults::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             answer_413: false,
+            keep_alive_timeout: DEFAULT_KEEP_ALIVE_TIMEOUT,
         }
     }
 }
@@ -184,6 +191,17 @@ impl RelayServerBuilder {
         self
     }
 
+    /// How long an idle keep-alive connection stays open after a response
+    /// before the relay closes it, as Node's `server.keepAliveTimeout` does
+    /// (default 5 s, Node's default). It also bounds how long a new
+    /// connection may take to send its first request head. A client keeping
+    /// connections must expect kept connections the relay has closed.
+    #[must_use]
+    pub fn keep_alive_timeout(mut self, timeout: Duration) -> Self {
+        self.keep_alive_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
     /// Binds and starts serving. Must be called within a tokio runtime.
     pub async fn start(self) -> std::io::Result<RelayHandle> {
         let listener = TcpListener::bind(self.bind).await?;
@@ -201,6 +219,8 @@ impl RelayServerBuilder {
             keepalive: self.keepalive.max(Duration::from_millis(1)),
             body_limit: self.body_limit,
             answer_413: self.answer_413,
+            keep_alive_timeout: self.keep_alive_timeout,
+            accepted: std::sync::atomic::AtomicUsize::new(0),
         });
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let host = match addr.ip() {
@@ -254,6 +274,15 @@ impl RelayHandle {
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many connections the relay has accepted (kept connections make
+    /// this smaller than the number of requests).
+    #[must_use]
+    pub fn connections_accepted(&self) -> usize {
+        self.shared
+            .accepted
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// `http://127.0.0.1:PORT` (or `https://…`), plus the prefix, with no
@@ -350,6 +379,7 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     tracing::trace!(%peer, "connection");
+                    shared.accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let watcher = graceful.watcher();
                     let shared = Arc::clone(&shared);
                     let acceptor = acceptor.clone();
@@ -398,10 +428,13 @@ async fn serve<I>(io: I, shared: Arc<Shared>, watcher: Watcher)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    // hyper's header read timeout also runs while a kept connection waits
+    // idle for its next request: Node's keep-alive timeout.
+    let idle = shared.keep_alive_timeout;
     let service = service_fn(move |req| routes::handle(Arc::clone(&shared), req));
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(idle)
         .serve_connection(io, service);
     if let Err(error) = watcher.watch(conn).await {
         tracing::debug!(%error, "connection ended with an error");

@@ -332,3 +332,78 @@ async fn receive_faults_spare_the_page_unless_asked() {
     );
     relay.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_inbox_answer_delivers_the_frame_and_breaks_the_connection() {
+    let relay = live("lost", Faults::new().lose_inbox_answers_times(1)).await;
+    let addr = relay.addr();
+    // The page's leg (inbound), as a page subscribes it.
+    let mut inbound = open_events(addr, &format!("/lost/events?token={TOKEN}")).await;
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut raw = RawReader::send(
+        stream,
+        addr,
+        "POST",
+        &format!("/lost/inbox?token={TOKEN}"),
+        &[("Content-Type", "application/json")],
+        NOTE.as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        raw.head(SOON).await.is_none(),
+        "no HTTP answer: the connection broke"
+    );
+    let frame = inbound
+        .next_mcp(SOON)
+        .await
+        .expect("the page got the frame");
+    assert_eq!(frame["method"], "note");
+    // The fault ran out: the next POST is answered.
+    assert_eq!(
+        post(addr, &format!("/lost/inbox?token={TOKEN}"), NOTE)
+            .await
+            .status,
+        200
+    );
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_kept_connection_is_closed_after_the_keep_alive_timeout() {
+    let relay = RelayServer::builder()
+        .keep_alive_timeout(Duration::from_millis(300))
+        .start()
+        .await
+        .unwrap();
+    let addr = relay.addr();
+    register(addr, "idle", TOKEN).await;
+    // A kept connection (no `Connection: close`): one request, then silence.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let target = format!("/idle/poll?token={TOKEN}&direction=outbound&wait=0");
+    stream
+        .write_all(format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("\"frames\"") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "answered before the close");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let started = Instant::now();
+    let closed = tokio::time::timeout(SOON, stream.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0))),
+        "the relay closed the idle connection"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(
+        relay.connections_accepted(),
+        2,
+        "register and the poll's connection"
+    );
+    relay.shutdown().await;
+}
