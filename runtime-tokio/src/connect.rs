@@ -23,7 +23,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 use human_plus_core::{
     Error, ProxyAddr, ProxyConnectResponse, RelayEndpoint, TransportError, TransportErrorKind,
-    proxy_connect_request,
 };
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -213,7 +212,7 @@ impl Connector {
             }
         };
         let _ = stream.set_nodelay(true);
-        let request = proxy_connect_request(&ip.to_string(), endpoint.port(), endpoint.host());
+        let request = proxy.connect_request(&ip.to_string(), endpoint.port(), endpoint.host());
         tracing::debug!(%proxy, target = %SocketAddr::new(ip, endpoint.port()), "CONNECT through the egress proxy");
         let handshake = async {
             stream.write_all(&request).await.map_err(|e| {
