@@ -52,7 +52,7 @@ pub mod redis_store;
 #[cfg(any(feature = "redis-tokio", feature = "redis-smol"))]
 pub use redis_store::AsyncRedisAttachmentStore;
 #[cfg(feature = "redis")]
-pub use redis_store::{Keyring, RedisAttachmentStore, RedisConfig};
+pub use redis_store::{KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 
 /// How long a lock is held before another worker may take it over, if its
 /// holder never releases it (a crash). Longer than a whole operation at the
