@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Raw, Target};
+use common::{Node, Raw, Target, keyslot, node_conn, nodes, owner_of};
 use human_plus_core::{OwnerKey, Participant, SeededEntropy, SurfaceAttachment, SurfaceInvitation};
 use human_plus_store::{AttachmentStore, KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 
@@ -42,70 +42,6 @@ fn record(seed: u64) -> SurfaceAttachment {
         Participant::new("agent:one", "One", "#000"),
         &mut SeededEntropy::new(seed),
     )
-}
-
-/// A node of the cluster, as `CLUSTER NODES` describes it.
-#[derive(Debug, Clone)]
-struct Node {
-    id: String,
-    host: String,
-    port: u16,
-    primary: bool,
-    slots: Vec<(u16, u16)>,
-}
-
-fn node_conn(host: &str, port: u16) -> redis::Connection {
-    redis::Client::open(format!("redis://{host}:{port}/"))
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap()
-}
-
-fn nodes() -> Vec<Node> {
-    let seed = Target::cluster().urls()[0].clone();
-    let mut conn = redis::Client::open(seed)
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap();
-    let text: String = redis::cmd("CLUSTER").arg("NODES").query(&mut conn).unwrap();
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let addr = f[1].split('@').next().unwrap();
-            let (host, port) = addr.rsplit_once(':').unwrap();
-            let slots = f[8..]
-                .iter()
-                .filter(|s| !s.starts_with('['))
-                .map(|s| match s.split_once('-') {
-                    Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
-                    None => (s.parse().unwrap(), s.parse().unwrap()),
-                })
-                .collect();
-            Node {
-                id: f[0].to_owned(),
-                host: host.to_owned(),
-                port: port.parse().unwrap(),
-                primary: f[2].contains("master") && !f[2].contains("fail"),
-                slots,
-            }
-        })
-        .collect()
-}
-
-fn owner_of(slot: u16) -> Node {
-    nodes()
-        .into_iter()
-        .find(|n| n.primary && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
-        .unwrap_or_else(|| panic!("no primary serves slot {slot}"))
-}
-
-fn keyslot(raw: &mut Raw, key: &str) -> u16 {
-    redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(raw.like())
-        .unwrap()
 }
 
 /// `INFO errorstats`' count for `code` on one node.

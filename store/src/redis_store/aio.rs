@@ -456,8 +456,12 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
                 std::mem::forget(pending);
                 let releases = Arc::clone(&self.releases);
                 let release_token = token.clone();
+                let wait = self.shared.failover_wait;
                 return Ok(LockGuard::new(id, token, move || {
-                    releases.push(key, release_token);
+                    // Run by this store's next lock call or by the release
+                    // thread, whichever comes first; retried after a
+                    // failure, as long as a failover may last.
+                    releases.push_retry(key, release_token, wait);
                 }));
             }
             sleep(backoff.next(attempted == Attempted::NextInLine)).await;
@@ -498,7 +502,7 @@ mod tests {
         // A guard outliving the store still gets its release run.
         let guard_side = Arc::clone(&releases);
         drop(releases);
-        guard_side.push("k".into(), "t".into());
+        guard_side.push_retry("k".into(), "t".into(), Duration::ZERO);
         drop(guard_side);
         done_rx
             .recv_timeout(Duration::from_secs(5))

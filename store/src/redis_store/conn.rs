@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use human_plus_core::Error;
-use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection, Connect};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 use rustls_pki_types::pem::PemObject;
@@ -21,7 +21,81 @@ pub(crate) enum Backend {
 /// A blocking connection.
 pub(crate) enum Conn {
     Single(redis::Connection),
-    Cluster(Box<ClusterConnection>),
+    Cluster(Box<ClusterConnection<TimedConnection>>),
+}
+
+/// A cluster node's blocking connection whose setup is bounded in time.
+///
+/// redis-rs's blocking cluster client connects a node and then sends it a
+/// `PING` with no read timeout at all (it clears the connect timeout
+/// first), so a node that accepts connections but answers nothing (a
+/// stopped process, a partition) blocks every new cluster connection
+/// forever. This wrapper keeps the connect timeout on the socket until the
+/// cluster client sets its own (the response timeout) right after that
+/// `PING`.
+pub(crate) struct TimedConnection(redis::Connection);
+
+impl Connect for TimedConnection {
+    fn connect<T>(info: T, timeout: Option<Duration>) -> redis::RedisResult<Self>
+    where
+        T: IntoConnectionInfo,
+    {
+        let conn = <redis::Connection as Connect>::connect(info, timeout)?;
+        conn.set_read_timeout(timeout)?;
+        conn.set_write_timeout(timeout)?;
+        Ok(TimedConnection(conn))
+    }
+
+    fn send_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<()> {
+        self.0.send_packed_command(cmd)
+    }
+
+    fn set_write_timeout(&self, dur: Option<Duration>) -> redis::RedisResult<()> {
+        self.0.set_write_timeout(dur)
+    }
+
+    fn set_read_timeout(&self, dur: Option<Duration>) -> redis::RedisResult<()> {
+        self.0.set_read_timeout(dur)
+    }
+
+    fn recv_response(&mut self) -> redis::RedisResult<redis::Value> {
+        self.0.recv_response()
+    }
+}
+
+impl redis::ConnectionLike for TimedConnection {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        self.0.req_packed_commands(cmd, offset, count)
+    }
+
+    fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        self.0.req_command(cmd)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+
+    fn supports_pipelining(&self) -> bool {
+        self.0.supports_pipelining()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.0.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.is_open()
+    }
 }
 
 impl Conn {
@@ -205,7 +279,9 @@ impl Backend {
                 conn.set_write_timeout(timeout)?;
                 Ok(Conn::Single(conn))
             }
-            Backend::Cluster(client) => Ok(Conn::Cluster(Box::new(client.get_connection()?))),
+            Backend::Cluster(client) => Ok(Conn::Cluster(Box::new(
+                client.get_generic_connection::<TimedConnection>()?,
+            ))),
         }
     }
 }

@@ -29,12 +29,6 @@ pub(crate) struct Releases {
 }
 
 impl Releases {
-    /// Queues a release to run as soon as possible, once.
-    #[cfg(any(feature = "redis-tokio", feature = "redis-smol"))]
-    pub(crate) fn push(&self, key: String, token: String) {
-        self.push_retry(key, token, Duration::ZERO);
-    }
-
     /// Queues a release that is retried after failures until `for_` has
     /// passed.
     pub(crate) fn push_retry(&self, key: String, token: String, for_: Duration) {

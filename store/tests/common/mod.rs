@@ -183,3 +183,81 @@ impl Raw {
         }
     }
 }
+
+// ---------------------------------------------------------------------
+// The cluster's nodes.
+// ---------------------------------------------------------------------
+
+/// A node of the cluster, as `CLUSTER NODES` describes it.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub id: String,
+    pub host: String,
+    pub port: u16,
+    pub primary: bool,
+    pub slots: Vec<(u16, u16)>,
+}
+
+pub fn node_conn(host: &str, port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://{host}:{port}/"))
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap()
+}
+
+pub fn nodes() -> Vec<Node> {
+    // From the first seed that answers (one may be stopped).
+    let text = Target::cluster()
+        .urls()
+        .into_iter()
+        .find_map(|url| {
+            let mut conn = redis::Client::open(url)
+                .ok()?
+                .get_connection_with_timeout(Duration::from_secs(1))
+                .ok()?;
+            conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+            redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query::<String>(&mut conn)
+                .ok()
+        })
+        .expect("no node of the cluster answers CLUSTER NODES");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let addr = f[1].split('@').next().unwrap();
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            let slots = f[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .map(|s| match s.split_once('-') {
+                    Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
+                    None => (s.parse().unwrap(), s.parse().unwrap()),
+                })
+                .collect();
+            Node {
+                id: f[0].to_owned(),
+                host: host.to_owned(),
+                port: port.parse().unwrap(),
+                primary: f[2].contains("master") && !f[2].contains("fail"),
+                slots,
+            }
+        })
+        .collect()
+}
+
+pub fn owner_of(slot: u16) -> Node {
+    nodes()
+        .into_iter()
+        .find(|n| n.primary && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+        .unwrap_or_else(|| panic!("no primary serves slot {slot}"))
+}
+
+pub fn keyslot(raw: &mut Raw, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(raw.like())
+        .unwrap()
+}
