@@ -17,7 +17,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `redis` | `RedisAttachmentStore` (blocking), `Keyring`, `RedisConfig`: synchronous redis-rs, no async runtime |
+//! | `redis` | `RedisAttachmentStore` (blocking), `Keyring`, `RedisConfig`, `KeyLayout`: synchronous redis-rs, no async runtime; one server or a Redis Cluster, `redis://` or `rediss://` (TLS over rustls) |
 //! | `redis-tokio` | `AsyncRedisAttachmentStore` on tokio |
 //! | `redis-smol` | `AsyncRedisAttachmentStore` on async-io (smol, async-std) |
 //!
@@ -490,3 +490,9 @@ mod tests {
         });
     }
 }
+
+/// The README's examples, compiled as doc tests (they need the Redis
+/// features).
+#[cfg(all(doctest, feature = "redis"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -881,8 +881,9 @@ impl Stopped {
             .find_map(|l| l.strip_prefix("process_id:"))
             .and_then(|p| p.trim().parse().ok())
             .unwrap();
-        let status = Command::new("kill")
-            .args(["-STOP", &pid.to_string()])
+        // The shell's own `kill`: no procps needed.
+        let status = Command::new("sh")
+            .args(["-c", &format!("kill -STOP {pid}")])
             .status()
             .unwrap();
         assert!(status.success(), "kill -STOP {pid}");
@@ -894,8 +895,8 @@ impl Stopped {
 
     fn resume(&mut self) {
         if !self.continued {
-            let _ = Command::new("kill")
-                .args(["-CONT", &self.pid.to_string()])
+            let _ = Command::new("sh")
+                .args(["-c", &format!("kill -CONT {}", self.pid)])
                 .status();
             self.continued = true;
         }

@@ -120,8 +120,8 @@
 //! `TRYAGAIN`, `MASTERDOWN`, `READONLY`, `LOADING`, `MOVED`/`ASK` beyond
 //! what redis-rs follows itself) is retried, on a fresh connection (for a
 //! cluster, with the slot map read again, so a promoted replica is found),
-//! with growing sleeps, for up to [`RedisConfig::failover_wait`] (10 s by
-//! default). Because every script is safe to replay, an operation in
+//! with growing sleeps, for up to [`RedisConfig::failover_wait`] (10 s for
+//! one server and 30 s for a cluster by default). Because every script is safe to replay, an operation in
 //! flight when its primary stops either succeeds once, after the
 //! promotion, or fails with a typed error once the wait is spent: never
 //! twice, never silently lost.
@@ -233,9 +233,14 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many idle connections the blocking flavour keeps by default.
 pub const DEFAULT_MAX_IDLE: usize = 16;
 
-/// How long an operation keeps retrying a server that does not answer or
-/// a cluster that is failing over, by default: 10 s.
+/// How long an operation keeps retrying a server that does not answer, by
+/// default: 10 s.
 pub const DEFAULT_FAILOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// How long an operation keeps retrying a cluster that is failing over, by
+/// default: 30 s (Redis's default `cluster-node-timeout` is 15 s, and the
+/// election follows it).
+pub const DEFAULT_CLUSTER_FAILOVER_WAIT: Duration = Duration::from_secs(30);
 
 /// How long a `WAIT` for replicas waits by default: 1 s.
 pub const DEFAULT_REPLICA_ACK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -386,7 +391,7 @@ pub struct RedisConfig {
     tls: TlsMaterial,
     layout: Option<KeyLayout>,
     replica_acks: Option<(u32, Duration)>,
-    failover_wait: Duration,
+    failover_wait: Option<Duration>,
     keyring: Keyring,
     nonces: Nonces,
     prefix: String,
@@ -405,7 +410,7 @@ impl RedisConfig {
             tls: TlsMaterial::default(),
             layout: None,
             replica_acks: None,
-            failover_wait: DEFAULT_FAILOVER_WAIT,
+            failover_wait: None,
             keyring,
             nonces: Nonces::Os,
             prefix: DEFAULT_PREFIX.to_owned(),
@@ -491,11 +496,15 @@ impl RedisConfig {
 
     /// How long an operation keeps retrying a server that does not answer,
     /// a broken connection or a cluster that is failing over (default
-    /// [`DEFAULT_FAILOVER_WAIT`]; `ZERO` tries once). Set it above the
-    /// cluster's failover time (`cluster-node-timeout` plus the election).
+    /// [`DEFAULT_FAILOVER_WAIT`] for one server,
+    /// [`DEFAULT_CLUSTER_FAILOVER_WAIT`] for a cluster; `ZERO` tries once).
+    /// Keep it above the time your deployment takes to fail over
+    /// (`cluster-node-timeout` plus the election, or your provider's
+    /// figure): an operation still failing when it runs out ends with a
+    /// typed error.
     #[must_use]
     pub fn failover_wait(mut self, wait: Duration) -> Self {
-        self.failover_wait = wait;
+        self.failover_wait = Some(wait);
         self
     }
 
@@ -567,6 +576,13 @@ impl RedisConfig {
         })
     }
 
+    fn effective_failover_wait(&self) -> Duration {
+        self.failover_wait.unwrap_or(match self.target {
+            Target::Single(_) => DEFAULT_FAILOVER_WAIT,
+            Target::Cluster(_) => DEFAULT_CLUSTER_FAILOVER_WAIT,
+        })
+    }
+
     /// The key of attachment `id`'s record.
     #[must_use]
     pub fn record_key(&self, id: &str) -> String {
@@ -593,7 +609,7 @@ impl fmt::Debug for RedisConfig {
             .field("tls_client_cert", &self.tls.client.is_some())
             .field("layout", &self.effective_layout())
             .field("replica_acks", &self.replica_acks)
-            .field("failover_wait", &self.failover_wait)
+            .field("failover_wait", &self.effective_failover_wait())
             .field("keyring", &self.keyring)
             .field("nonces", &self.nonces)
             .field("prefix", &self.prefix)
@@ -744,6 +760,7 @@ pub(crate) struct Shared {
 impl Shared {
     fn new(config: RedisConfig) -> Result<Self, Error> {
         let layout = config.effective_layout();
+        let failover_wait = config.effective_failover_wait();
         let cluster = matches!(config.target, Target::Cluster(_));
         if cluster && layout == KeyLayout::Plain {
             return Err(config_error(
@@ -774,7 +791,7 @@ impl Shared {
             prefix: config.prefix,
             layout,
             acks,
-            failover_wait: config.failover_wait,
+            failover_wait,
             ttl_ms: millis(config.ttl),
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
