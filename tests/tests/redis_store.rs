@@ -327,6 +327,16 @@ fn run_calls(worker: &Worker, log: &Arc<Mutex<Log>>, id: &str, w: usize, n: usiz
     report
 }
 
+/// The sheet's revision number before call `first_call`: it starts at r1
+/// and every applied write moves it by one.
+fn revision_before(calls: &[human_plus_relay::CallRecord], first_call: usize) -> u64 {
+    let written = calls[..first_call]
+        .iter()
+        .filter(|c| c.outcome == CallOutcome::Written)
+        .count();
+    1 + u64::try_from(written).unwrap()
+}
+
 fn revision_number(r: &str) -> u64 {
     r.strip_prefix('r')
         .and_then(|n| n.parse().ok())
@@ -375,13 +385,7 @@ fn check(run: &Run<'_>, env: &Env, store: &RedisAttachmentStore, reports: &[Repo
         "{label}: every call reached the surface once"
     );
     // The sheet starts at r1 and every applied write moves it by one.
-    let mut at = 1 + u64::try_from(
-        calls[..first_call]
-            .iter()
-            .filter(|c| c.outcome == CallOutcome::Written)
-            .count(),
-    )
-    .unwrap();
+    let mut at = revision_before(&calls, first_call);
     for (i, c) in writes.iter().enumerate() {
         assert_eq!(c.tool, "sheet_set_cell");
         let pinned = c
@@ -1081,13 +1085,7 @@ fn a_primary_stopped_during_pinned_writes_fails_over_with_nothing_lost_or_applie
     // sheet was at (the chain r1, r2, ... unbroken), and no value was
     // applied twice.
     let calls = env.surface().calls();
-    let mut at = 1 + u64::try_from(
-        calls[..first_call]
-            .iter()
-            .filter(|c| c.outcome == CallOutcome::Written)
-            .count(),
-    )
-    .unwrap();
+    let mut at = revision_before(&calls, first_call);
     let mut applied: BTreeMap<String, usize> = BTreeMap::new();
     for (i, c) in calls[first_call..].iter().enumerate() {
         if c.tool != "sheet_set_cell" {

@@ -10,7 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterConfig;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::conn::{Backend, primary_of};
+use super::conn::{Backend, primary_of, wait_command};
 use super::release::{self, Releases};
 use super::{
     AcquireReply, Attempted, FailoverPause, PutReply, RESERVED_ID_PREFIX, RedisConfig, Shared,
@@ -61,8 +61,7 @@ impl Live {
         n: i64,
         timeout_ms: u64,
     ) -> redis::RedisResult<i64> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(n).arg(timeout_ms);
+        let wait = wait_command(n, timeout_ms);
         match self {
             Live::Single(c) => wait.query_async(c).await,
             Live::Cluster(c) => {
@@ -364,15 +363,14 @@ impl AsyncRedisAttachmentStore {
     /// fails is left to the release thread.
     async fn flush_releases(&self) {
         for (key, token) in self.releases.take_due() {
-            let released: Result<i64, _> = match self.live() {
-                Ok(mut conn) => {
-                    Shared::release_invocation(&key, &token)
-                        .invoke_async(&mut conn)
-                        .await
-                }
-                Err(_) => continue,
+            let released = match self.live() {
+                Ok(mut conn) => Shared::release_invocation(&key, &token)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+                    .is_ok(),
+                Err(_) => false,
             };
-            if released.is_err() {
+            if !released {
                 self.releases
                     .push_retry(key, token, self.shared.failover_wait);
                 release::ensure_worker(&self.releases, &self.shared);

@@ -114,8 +114,7 @@ impl Conn {
         n: i64,
         timeout_ms: u64,
     ) -> redis::RedisResult<i64> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(n).arg(timeout_ms);
+        let wait = wait_command(n, timeout_ms);
         match self {
             Conn::Single(c) => wait.query(c),
             Conn::Cluster(c) => {
@@ -124,6 +123,14 @@ impl Conn {
             }
         }
     }
+}
+
+/// `WAIT n timeout_ms`: until `n` replicas acknowledged this connection's
+/// writes, or the timeout.
+pub(crate) fn wait_command(n: i64, timeout_ms: u64) -> redis::Cmd {
+    let mut wait = redis::cmd("WAIT");
+    wait.arg(n).arg(timeout_ms);
+    wait
 }
 
 /// The routing to the primary that holds `key`'s slot.
