@@ -15,7 +15,7 @@ use crate::exit::EXIT_CODES_HELP;
     name = "human-plus",
     version,
     about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.",
-    long_about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.\n\nStart with `human-plus demo`: it runs a relay and a demo sheet in-process and tells the whole story in a few screens. The relay token is read only from the HUMAN_PLUS_TOKEN environment variable or from --token-file, never from a flag value, and is never printed.",
+    long_about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.\n\nStart with `human-plus demo`: it runs a relay and a demo sheet in-process and tells the whole story in a few screens. The relay token is read only from the HUMAN_PLUS_TOKEN environment variable or from --token-file, never from a flag value, and is never printed; so are an egress proxy's credentials (HUMAN_PLUS_PROXY_AUTH or --proxy-auth-file).",
     after_help = EXIT_CODES_HELP,
 )]
 pub struct Cli {
@@ -257,8 +257,15 @@ pub struct ConnectArgs {
     #[arg(long, value_name = "PORT", help_heading = "Egress")]
     pub allow_port: Vec<u16>,
     /// Send relay traffic through this HTTP CONNECT proxy (http://HOST:PORT).
+    /// Its credentials never go in this flag: see --proxy-auth-file.
     #[arg(long, value_name = "URL", help_heading = "Egress")]
     pub egress_proxy: Option<String>,
+    /// Read the egress proxy's credentials, `user:password`, from this
+    /// file. Without it they come from the HUMAN_PLUS_PROXY_AUTH
+    /// environment variable when it is set; they are never a flag value and
+    /// are never printed.
+    #[arg(long, value_name = "PATH", help_heading = "Egress")]
+    pub proxy_auth_file: Option<PathBuf>,
     /// Connect without an egress proxy (local dogfooding only; resolved
     /// addresses are still vetted).
     #[arg(long, help_heading = "Egress")]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use human_plus_core::{
-    EgressPolicy, ManagerConfig, Participant, ReceiveLeg, RelayAuth, SurfaceAttachment,
-    SurfaceInvitation, TransportConfig, TrustPolicy,
+    EgressPolicy, ManagerConfig, Participant, ProxyCredentials, ReceiveLeg, RelayAuth,
+    SurfaceAttachment, SurfaceInvitation, TransportConfig, TrustPolicy,
 };
 use human_plus_runtime::TlsRoots;
 use rustls_pki_types::CertificateDer;
@@ -22,6 +22,10 @@ use crate::exit::{Context, Failure};
 
 /// The environment variable the relay token is read from.
 pub const TOKEN_ENV: &str = "HUMAN_PLUS_TOKEN";
+
+/// The environment variable the egress proxy's credentials
+/// (`user:password`) are read from.
+pub const PROXY_AUTH_ENV: &str = "HUMAN_PLUS_PROXY_AUTH";
 
 /// The owner every attachment of this process belongs to.
 pub const OWNER: &str = "human-plus-cli";
@@ -88,6 +92,47 @@ pub fn read_token(token_file: Option<&Path>) -> Result<String, Failure> {
             .with_hint(format!("set {TOKEN_ENV} or pass --token-file PATH")));
     }
     Ok(token)
+}
+
+/// Reads the egress proxy's credentials: `--proxy-auth-file` when given,
+/// else `HUMAN_PLUS_PROXY_AUTH` when set and not empty, else none. Both hold
+/// `user:password` (surrounding whitespace trimmed, nothing decoded).
+///
+/// # Errors
+/// A usage failure when the file cannot be read or the credentials are
+/// malformed; the message never quotes them.
+pub fn read_proxy_credentials(
+    proxy_auth_file: Option<&Path>,
+) -> Result<Option<ProxyCredentials>, Failure> {
+    let text = match proxy_auth_file {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| {
+            Failure::usage(format!(
+                "cannot read --proxy-auth-file {}: {e}",
+                path.display()
+            ))
+        })?,
+        // Empty counts as unset: an MCP client's configuration passes
+        // `${HUMAN_PLUS_PROXY_AUTH}` through whether or not it is set.
+        None => match std::env::var(PROXY_AUTH_ENV) {
+            Ok(text) if text.trim().is_empty() => return Ok(None),
+            Ok(text) => text,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(Failure::usage(format!("{PROXY_AUTH_ENV} is not UTF-8")));
+            }
+        },
+    };
+    let from = proxy_auth_file.map_or(PROXY_AUTH_ENV, |_| "--proxy-auth-file");
+    ProxyCredentials::parse(&text).map(Some).map_err(|e| {
+        let reason = match &e {
+            human_plus_core::Error::EgressRefused(r) => r.message.clone(),
+            other => other.to_string(),
+        };
+        Failure::usage(format!(
+            "the egress proxy credentials in {from} are unusable: {reason}"
+        ))
+        .with_hint("write them as user:password (no ':' in the user name, no control characters)")
+    })
 }
 
 /// Parses `--pin NAME=sha256:...`.
@@ -218,9 +263,15 @@ pub fn trust_policy(
 }
 
 /// The egress policy the options declare. Nothing is implied by the relay
-/// URL: every host and port is declared explicitly.
-#[must_use]
-pub fn egress_policy(args: &ConnectArgs) -> EgressPolicy {
+/// URL: every host and port is declared explicitly. The proxy's
+/// credentials come from [`read_proxy_credentials`], never from the
+/// `--egress-proxy` value (a flag value is visible in the process list and
+/// the shell's history).
+///
+/// # Errors
+/// A usage failure when `--egress-proxy` holds credentials, when
+/// credentials are given without a proxy, or as [`read_proxy_credentials`].
+pub fn egress_policy(args: &ConnectArgs) -> Result<EgressPolicy, Failure> {
     let mut policy = EgressPolicy::new(&args.allow_host)
         .allow_unverified_egress(args.allow_unverified_egress)
         .auth(match args.auth {
@@ -232,11 +283,30 @@ pub fn egress_policy(args: &ConnectArgs) -> EgressPolicy {
     }
     if let Some(proxy) = &args.egress_proxy {
         policy = policy.egress_proxy(proxy.clone());
+        if policy.has_proxy_credentials() {
+            return Err(Failure::usage(
+                "--egress-proxy holds credentials; a flag value is visible in the process list",
+            )
+            .with_hint(format!(
+                "pass --egress-proxy http://HOST:PORT and put user:password in {PROXY_AUTH_ENV} or a --proxy-auth-file"
+            )));
+        }
+    }
+    if let Some(credentials) = read_proxy_credentials(args.proxy_auth_file.as_deref())? {
+        if args.egress_proxy.is_none() {
+            return Err(Failure::usage(
+                "egress proxy credentials were given, but no --egress-proxy",
+            )
+            .with_hint(format!(
+                "add --egress-proxy http://HOST:PORT, or unset {PROXY_AUTH_ENV}"
+            )));
+        }
+        policy = policy.proxy_credentials(credentials);
     }
     if !args.allow_address.is_empty() {
         policy = policy.allow_addresses(args.allow_address.iter().copied());
     }
-    policy
+    Ok(policy)
 }
 
 /// The receive leg of a transport choice.
@@ -311,7 +381,7 @@ pub fn connect_with(
         .receive_leg(receive_leg(args.transport))
         .timeout(timeout(args.timeout)?)
         .warm(warm);
-    let config = ManagerConfig::new(egress_policy(args), trust).transport(transport);
+    let config = ManagerConfig::new(egress_policy(args)?, trust).transport(transport);
     let mut setup = AgentSetup::new(config);
     setup.connect_timeout = setup.config.transport.timeout.min(Duration::from_secs(10));
     if let Some(ca) = &args.ca_cert {

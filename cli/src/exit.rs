@@ -38,6 +38,9 @@ pub const TOOL_ERROR: u8 = 10;
 /// The call was sent but its outcome never came back: it may have been
 /// applied, and it was not sent again (`delivery_unknown`).
 pub const DELIVERY_UNKNOWN: u8 = 11;
+/// The egress proxy answered 407: it wants credentials, or refused the
+/// ones given (`proxy_auth_required`).
+pub const PROXY_AUTH: u8 = 12;
 
 /// The exit-code table, as `human-plus --help` prints it.
 pub const EXIT_CODES_HELP: &str = "\
@@ -54,8 +57,10 @@ Exit codes:
    9  other relay, protocol or transport failure (relay_failed, protocol_error, transport_failed)
   10  the tool reported an error (tool_error, surface_error)
   11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
+  12  the egress proxy wants credentials, or refused them: HTTP 407 (proxy_auth_required)
 
-The relay token comes only from HUMAN_PLUS_TOKEN or --token-file and is never printed.";
+The relay token comes only from HUMAN_PLUS_TOKEN or --token-file, an egress proxy's
+credentials only from HUMAN_PLUS_PROXY_AUTH or --proxy-auth-file; neither is ever printed.";
 
 /// A failure as the command line reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,6 +185,7 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::Transport(t) if t.kind() == human_plus_core::TransportErrorKind::Timeout => TIMEOUT,
         Error::ToolFailed { .. } | Error::SurfaceError(_) => TOOL_ERROR,
         Error::DeliveryUnknown(_) => DELIVERY_UNKNOWN,
+        Error::ProxyAuthRequired(_) => PROXY_AUTH,
         _ => RELAY_FAILED,
     }
 }
@@ -210,6 +216,7 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
             EgressRule::NotResolved => format!("the relay host {host} did not resolve to any address"),
             EgressRule::UrlShape => "the relay URL must be https://HOST[:PORT][/PATH], without credentials, query or fragment".to_owned(),
             EgressRule::ProxyUrl => "--egress-proxy must be http://HOST:PORT".to_owned(),
+            EgressRule::ProxyCredentials => "the egress proxy's credentials must be user:password (no ':' in the user name, no control characters), in HUMAN_PLUS_PROXY_AUTH or a --proxy-auth-file".to_owned(),
             _ => return None,
         },
         Error::ToolRefused(refusal) => match refusal {
@@ -249,6 +256,9 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
         }
         Error::DeliveryUnknown(_) => {
             "read the surface (or `human-plus changes`) before deciding whether to call again: the call may have been applied".to_owned()
+        }
+        Error::ProxyAuthRequired(_) => {
+            "the egress proxy asks for credentials (407): set HUMAN_PLUS_PROXY_AUTH=user:password or pass --proxy-auth-file PATH, or check the ones given".to_owned()
         }
         Error::InvalidInvitation(_) => {
             "check --relay (https://..., or http://127.0.0.1:PORT with --allow-insecure-loopback), --session ([A-Za-z0-9_-]{4,64}) and the token (16 characters or more)".to_owned()
@@ -297,6 +307,14 @@ mod tests {
             (Error::Timeout, TIMEOUT),
             (Error::RelayFailed { status: 502 }, RELAY_FAILED),
             (Error::ToolFailed { framed: "x".into() }, TOOL_ERROR),
+            (
+                human_plus_core::ProxyConnectResponse::refusal(407),
+                PROXY_AUTH,
+            ),
+            (
+                human_plus_core::ProxyConnectResponse::refusal(403),
+                RELAY_FAILED,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(Failure::from_error(&error, &ctx).exit, code, "{error:?}");

@@ -310,6 +310,111 @@ fn exit_codes_per_error_class_and_no_token_anywhere() {
 }
 
 #[test]
+fn egress_proxy_credentials_come_from_the_environment_or_a_file_never_a_flag() {
+    use human_plus_conformance::ConnectProxy;
+
+    let env = Env::default_surface();
+    let password = format!("pw:{}", common::random_hex(10));
+    let proxy = ConnectProxy::requiring("agent", &password);
+    let basic = proxy.expected_authorization().unwrap().to_owned();
+    let mut args = env.connect_args();
+    args.extend(["--egress-proxy".to_owned(), proxy.url()]);
+    let tools = with(&args, &["tools", "--every-tool"]);
+    let no_secret = |run: &common::Run| {
+        run.assert_no_secret(&password);
+        run.assert_no_secret(basic.trim_start_matches("Basic "));
+        run.assert_no_secret(&env.token);
+    };
+    let right = format!("agent:{password}");
+
+    // From the environment.
+    let run = common::run_with_env(
+        &tools,
+        Some(&env.token),
+        &[("HUMAN_PLUS_PROXY_AUTH", &right)],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("sheet_set_cell"), "{run:?}");
+    no_secret(&run);
+    let heads = proxy.heads();
+    assert!(!heads.is_empty());
+    assert!(
+        heads
+            .iter()
+            .all(|h| h.contains(&format!("Proxy-Authorization: {basic}\r\n")))
+    );
+
+    // From a file (which wins over the environment).
+    let dir = std::env::temp_dir().join(format!("hp-proxy-{}", common::random_hex(4)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("proxy-auth");
+    std::fs::write(&file, format!("{right}\n")).unwrap();
+    let mut from_file = tools.clone();
+    from_file.extend(["--proxy-auth-file", file.to_str().unwrap()]);
+    let run = common::run_with_env(
+        &from_file,
+        Some(&env.token),
+        &[("HUMAN_PLUS_PROXY_AUTH", "agent:not-the-password")],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    no_secret(&run);
+
+    // 11: wrong credentials, and none (an empty variable is none), with the
+    // hint naming where they go.
+    for extra in [
+        vec![("HUMAN_PLUS_PROXY_AUTH", "agent:not-the-password")],
+        vec![],
+        vec![("HUMAN_PLUS_PROXY_AUTH", "")],
+    ] {
+        let run = common::run_with_env(&tools, Some(&env.token), &extra);
+        assert_eq!(run.code, 11, "{run:?}");
+        assert!(
+            run.stderr.contains("error[proxy_auth_required]"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("HUMAN_PLUS_PROXY_AUTH"),
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("not-the-password"), "{}", run.stderr);
+        no_secret(&run);
+    }
+
+    // 2: credentials in the flag value are refused before anything is sent,
+    // and not echoed; so are credentials without a proxy, or malformed.
+    let before = proxy.heads().len();
+    let mut in_flag = env.connect_args();
+    in_flag.extend([
+        "--egress-proxy".to_owned(),
+        proxy.url_with("agent", &password),
+    ]);
+    let run = env.run(&with(&in_flag, &["tools", "--every-tool"]));
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("process list"), "{}", run.stderr);
+    no_secret(&run);
+    let run = common::run_with_env(
+        &with(&env.connect_args(), &["tools", "--every-tool"]),
+        Some(&env.token),
+        &[("HUMAN_PLUS_PROXY_AUTH", &right)],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("no --egress-proxy"), "{}", run.stderr);
+    no_secret(&run);
+    let run = common::run_with_env(
+        &tools,
+        Some(&env.token),
+        &[("HUMAN_PLUS_PROXY_AUTH", &password.replace(':', ""))],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("user:password"), "{}", run.stderr);
+    run.assert_no_secret(&password.replace(':', ""));
+    assert_eq!(proxy.heads().len(), before, "nothing reached the proxy");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_silent_surface_times_out_with_code_8() {
     // The relay drops every reply: the exchange ends at its timeout.
     let env = Env::default_surface();

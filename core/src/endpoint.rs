@@ -21,6 +21,7 @@ use url::{Host, Url};
 
 use crate::error::{EgressRefusal, EgressRule, Error};
 use crate::invitation::{RelayToken, SurfaceInvitation, is_loopback_host};
+use crate::proxy::{ProxyConnectRequest, ProxyCredentials, connect_request_with};
 
 /// The broker dialect's default poll path (seed 000's `outbox`).
 pub const DEFAULT_BROKER_POLL_PATH: &str = "outbox";
@@ -30,7 +31,7 @@ const EGRESS_URL_SHAPE: &str =
     "Human+ relay URL must be credential-free HTTPS without query or fragment components.";
 const EGRESS_PRIVATE: &str = "Human+ relay resolved to a private or reserved address.";
 const EGRESS_NOT_RESOLVED: &str = "Human+ relay host did not resolve to a public address.";
-const EGRESS_PROXY_URL: &str = "Human+ egress proxy must be an http://host:port URL without credentials, path, query or fragment.";
+const EGRESS_PROXY_URL: &str = "Human+ egress proxy must be an http://[user:password@]host:port URL without path, query or fragment.";
 const EGRESS_POLL_PATH: &str = "Human+ long-poll path must be one URL path segment of 1 to 64 letters, digits, '.', '_', '~' or '-'.";
 
 /// Where the relay token goes on the wire.
@@ -66,7 +67,11 @@ pub enum RelayAuth {
 pub struct EgressPolicy {
     allowed_hosts: Vec<String>,
     allowed_ports: Vec<u16>,
+    /// The proxy URL with any userinfo taken out.
     egress_proxy: Option<String>,
+    /// The userinfo taken out of the proxy URL, still percent-encoded.
+    proxy_userinfo: Option<ProxyUserinfo>,
+    proxy_credentials: Option<ProxyCredentials>,
     allow_unverified_egress: bool,
     allow_addresses: Vec<IpNet>,
     auth: RelayAuth,
@@ -88,6 +93,8 @@ impl EgressPolicy {
                 .collect(),
             allowed_ports: vec![443],
             egress_proxy: None,
+            proxy_userinfo: None,
+            proxy_credentials: None,
             allow_unverified_egress: false,
             allow_addresses: Vec::new(),
             auth: RelayAuth::Query,
@@ -103,11 +110,57 @@ impl EgressPolicy {
     }
 
     /// Sends every relay connection through this trusted HTTP CONNECT
-    /// proxy, `http://host:port` (checked by [`RelayEndpoint::new`]).
+    /// proxy, `http://host:port`, or `http://user:password@host:port` for a
+    /// proxy that asks for credentials (percent-encoded as in any URL:
+    /// `%40` for `@`, `%3A` for a `:` in the password is optional). Checked
+    /// by [`RelayEndpoint::new`].
+    ///
+    /// The credentials are taken out of the URL at once: they are sent
+    /// only as `Proxy-Authorization: Basic` on the CONNECT request to the
+    /// proxy (never to the relay), and never appear in `Debug`, an error or
+    /// a log line. [`EgressPolicy::proxy_url`] returns the URL without
+    /// them.
+    ///
+    /// ```
+    /// use human_plus_core::EgressPolicy;
+    ///
+    /// let policy = EgressPolicy::new(["relay.example"])
+    ///     .egress_proxy("http://agent:s3cret@egress.internal:3128");
+    /// assert_eq!(policy.proxy_url(), Some("http://egress.internal:3128"));
+    /// assert!(!format!("{policy:?}").contains("s3cret"));
+    /// ```
     #[must_use]
     pub fn egress_proxy(mut self, url: impl Into<String>) -> Self {
-        self.egress_proxy = Some(url.into());
+        let (url, userinfo) = split_userinfo(url.into());
+        self.egress_proxy = Some(url);
+        self.proxy_userinfo = userinfo.map(ProxyUserinfo);
         self
+    }
+
+    /// The egress proxy's credentials, given apart from its URL (read
+    /// from a file or an environment variable, say). Giving them here and
+    /// in the URL as well is refused by [`RelayEndpoint::new`].
+    ///
+    /// ```
+    /// use human_plus_core::{EgressPolicy, ProxyCredentials};
+    ///
+    /// let policy = EgressPolicy::new(["relay.example"])
+    ///     .egress_proxy("http://egress.internal:3128")
+    ///     .proxy_credentials(ProxyCredentials::parse("agent:s3cret")?);
+    /// assert!(policy.has_proxy_credentials());
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn proxy_credentials(mut self, credentials: ProxyCredentials) -> Self {
+        self.proxy_credentials = Some(credentials);
+        self
+    }
+
+    /// Whether credentials for the egress proxy were given (in its URL or
+    /// apart).
+    #[must_use]
+    pub fn has_proxy_credentials(&self) -> bool {
+        self.proxy_userinfo.is_some() || self.proxy_credentials.is_some()
     }
 
     /// Allows connecting without an egress proxy. For isolated local
@@ -150,7 +203,8 @@ impl EgressPolicy {
         &self.allowed_ports
     }
 
-    /// The configured proxy URL, unchecked.
+    /// The configured proxy URL, unchecked, without the credentials it
+    /// was given with.
     #[must_use]
     pub fn proxy_url(&self) -> Option<&str> {
         self.egress_proxy.as_deref()
@@ -190,8 +244,9 @@ impl EgressPolicy {
 
 impl fmt::Debug for EgressPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // A proxy URL may carry credentials (it is refused later, but a
-        // log line should not print them first).
+        // The credentials were taken out of the proxy URL; a URL that
+        // still holds an `@` (a malformed one, refused later) is not
+        // printed either.
         let proxy = self
             .egress_proxy
             .as_deref()
@@ -200,6 +255,10 @@ impl fmt::Debug for EgressPolicy {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_ports", &self.allowed_ports)
             .field("egress_proxy", &proxy)
+            .field(
+                "proxy_credentials",
+                &self.has_proxy_credentials().then_some("[redacted]"),
+            )
             .field("allow_unverified_egress", &self.allow_unverified_egress)
             .field("allow_addresses", &self.allow_addresses)
             .field("auth", &self.auth)
@@ -208,7 +267,10 @@ impl fmt::Debug for EgressPolicy {
 }
 
 /// A checked egress proxy address: connect here and send
-/// [`crate::proxy_connect_request`].
+/// [`ProxyAddr::connect_request`].
+///
+/// Two `ProxyAddr`s are equal only with the same credentials, so a kept
+/// connection keyed on it is never reused under other credentials.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProxyAddr {
     /// The proxy host as a name or an IP address (IPv6 without brackets),
@@ -216,6 +278,111 @@ pub struct ProxyAddr {
     pub host: String,
     /// The proxy port (80 when the URL had none).
     pub port: u16,
+    /// The credentials sent on CONNECT, if the proxy asks for them
+    /// (redacted in `Debug`).
+    pub credentials: Option<ProxyCredentials>,
+}
+
+impl ProxyAddr {
+    /// The CONNECT request head for a tunnel to `target_host:target_port`,
+    /// with `Proxy-Authorization: Basic` when this proxy has credentials;
+    /// see [`crate::proxy_connect_request`] for the arguments (pass the
+    /// vetted IP address as `target_host`).
+    ///
+    /// ```
+    /// use human_plus_core::{ProxyAddr, ProxyCredentials};
+    ///
+    /// let open = ProxyAddr { host: "egress.internal".into(), port: 3128, credentials: None };
+    /// assert_eq!(
+    ///     &*open.connect_request("93.184.215.14", 443, "relay.example"),
+    ///     b"CONNECT 93.184.215.14:443 HTTP/1.1\r\nHost: relay.example:443\r\n\r\n"
+    /// );
+    /// let guarded = ProxyAddr { credentials: Some(ProxyCredentials::new("Aladdin", "open sesame")?), ..open };
+    /// assert!(guarded
+    ///     .connect_request("93.184.215.14", 443, "relay.example")
+    ///     .ends_with(b"\r\nProxy-Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==\r\n\r\n"));
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn connect_request(
+        &self,
+        target_host: &str,
+        target_port: u16,
+        authority_host: &str,
+    ) -> ProxyConnectRequest {
+        connect_request_with(
+            self.credentials.as_ref(),
+            target_host,
+            target_port,
+            authority_host,
+        )
+    }
+}
+
+/// The userinfo taken out of a proxy URL (percent-encoded), redacted in
+/// `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+struct ProxyUserinfo(String);
+
+impl fmt::Debug for ProxyUserinfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Takes the userinfo out of `scheme://userinfo@authority...`: the URL
+/// without it, and the userinfo (split at the last `@` of the authority,
+/// as URL parsers do). Anything else is returned as it is.
+fn split_userinfo(raw: String) -> (String, Option<String>) {
+    let Some(scheme_end) = raw.find("://").map(|i| i + 3) else {
+        return (raw, None);
+    };
+    let after = raw.get(scheme_end..).unwrap_or_default();
+    let authority_len = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let Some(at) = after.get(..authority_len).and_then(|a| a.rfind('@')) else {
+        return (raw, None);
+    };
+    let userinfo = after.get(..at).unwrap_or_default().to_owned();
+    let url = format!(
+        "{}{}",
+        raw.get(..scheme_end).unwrap_or_default(),
+        after.get(at + 1..).unwrap_or_default()
+    );
+    (url, Some(userinfo))
+}
+
+/// The credentials of a proxy URL's userinfo: `user[:password]`, each
+/// percent-decoded to UTF-8.
+fn egress_parse_userinfo(raw: &str) -> Result<ProxyCredentials, Error> {
+    let bad = |why: &str| -> Error {
+        EgressRefusal::new(
+            EgressRule::ProxyCredentials,
+            format!("Human+ egress proxy credentials in the proxy URL are unusable: {why}."),
+        )
+        .into()
+    };
+    let (user, password) = raw.split_once(':').unwrap_or((raw, ""));
+    let decode = |part: &str| -> Result<String, Error> {
+        let bytes = part.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            if b == b'%' {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| bad("a '%' is not followed by two hex digits"))?;
+                out.push(hex);
+                i += 3;
+            } else {
+                out.push(b);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).map_err(|_| bad("they do not decode to UTF-8"))
+    };
+    ProxyCredentials::new(decode(user)?, decode(password)?)
 }
 
 impl fmt::Display for ProxyAddr {
@@ -527,6 +694,7 @@ fn egress_parse_proxy(raw: &str) -> Result<ProxyAddr, EgressRefusal> {
     Ok(ProxyAddr {
         host,
         port: url.port_or_known_default().unwrap_or(80),
+        credentials: None,
     })
 }
 
@@ -690,8 +858,10 @@ impl RelayEndpoint {
     ///
     /// 1. a proxy is configured, or unverified egress is allowed
     ///    ([`EgressRule::ProxyRequired`]); a configured proxy must be
-    ///    `http://host[:port]` with no credentials, path, query or fragment
-    ///    ([`EgressRule::ProxyUrl`]);
+    ///    `http://[user:password@]host[:port]` with no path, query or
+    ///    fragment ([`EgressRule::ProxyUrl`]), and its credentials usable
+    ///    and given once, in the URL or apart
+    ///    ([`EgressRule::ProxyCredentials`]);
     /// 2. the URL is `https://` (scheme in lowercase), with no userinfo
     ///    (not even an empty `@`), no query and no fragment (not even an
     ///    empty `?` or `#`), no whitespace, control or `\`
@@ -729,9 +899,23 @@ impl RelayEndpoint {
             Error::EgressRefused(EgressRefusal::new(rule, egress_scrub(message, token)))
         };
 
-        // 1. The proxy.
+        // 1. The proxy, and its credentials.
         let proxy = match &policy.egress_proxy {
-            Some(raw) => Some(egress_parse_proxy(raw)?),
+            Some(raw) => {
+                let mut proxy = egress_parse_proxy(raw)?;
+                proxy.credentials = match (&policy.proxy_userinfo, &policy.proxy_credentials) {
+                    (Some(_), Some(_)) => {
+                        return Err(EgressRefusal::new(
+                            EgressRule::ProxyCredentials,
+                            "Human+ egress proxy credentials were given twice: in the proxy URL and apart.",
+                        )
+                        .into());
+                    }
+                    (Some(userinfo), None) => Some(egress_parse_userinfo(&userinfo.0)?),
+                    (None, given) => given.clone(),
+                };
+                Some(proxy)
+            }
             None if policy.allow_unverified_egress => None,
             None => {
                 return Err(refuse(

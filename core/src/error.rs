@@ -116,6 +116,10 @@ pub enum Error {
     /// The runtime could not move bytes (DNS, connect, TLS, proxy, I/O).
     #[error("{0}")]
     Transport(TransportError),
+    /// The egress proxy answered CONNECT with 407: it wants credentials,
+    /// or refused the ones sent. Nothing reached the relay.
+    #[error("{0}")]
+    ProxyAuthRequired(ProxyAuthRequired),
     /// Another worker changed the attachment since it was loaded.
     #[error("Human+ attachment changed while this worker was acting.")]
     StoreConflict {
@@ -159,6 +163,7 @@ impl Error {
             Error::Timeout => "timeout",
             Error::DeliveryUnknown(_) => "delivery_unknown",
             Error::Transport(_) => "transport_failed",
+            Error::ProxyAuthRequired(_) => "proxy_auth_required",
             Error::StoreConflict { .. } => "store_conflict",
             Error::Store(_) => "store_failed",
         }
@@ -542,6 +547,10 @@ pub enum EgressRule {
     InsecureLoopback,
     /// The egress proxy URL itself is unusable.
     ProxyUrl,
+    /// The egress proxy's credentials are unusable (a `:` in the user
+    /// name, a control character, over 1,024 bytes, malformed
+    /// percent-encoding, or given twice).
+    ProxyCredentials,
 }
 
 impl EgressRule {
@@ -557,6 +566,7 @@ impl EgressRule {
             EgressRule::NotResolved => "not_resolved",
             EgressRule::InsecureLoopback => "insecure_loopback",
             EgressRule::ProxyUrl => "proxy_url",
+            EgressRule::ProxyCredentials => "proxy_credentials",
         }
     }
 }
@@ -679,20 +689,144 @@ impl fmt::Display for TransportError {
 
 impl std::error::Error for TransportError {}
 
+/// The egress proxy's 407: it wants credentials, or refused the ones sent
+/// (a proxy answers both with the same status). The message says how to
+/// configure them and never contains them, nor anything the proxy wrote
+/// except the names of the schemes it offers.
+///
+/// ```
+/// use human_plus_core::{Error, ProxyConnectResponse};
+///
+/// let head = b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Negotiate\r\n\r\n";
+/// let e = ProxyConnectResponse::established(head).unwrap_err();
+/// assert_eq!(e.code(), "proxy_auth_required");
+/// let Error::ProxyAuthRequired(auth) = &e else { unreachable!() };
+/// assert_eq!(auth.offered(), ["negotiate"]);
+/// assert!(e.to_string().contains("Human+ sends only Basic credentials"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyAuthRequired {
+    offered: Vec<String>,
+}
+
+impl ProxyAuthRequired {
+    /// A 407 whose `Proxy-Authenticate` headers offered these schemes
+    /// (lowercased tokens; empty when it named none).
+    #[must_use]
+    pub fn new(offered: Vec<String>) -> Self {
+        ProxyAuthRequired { offered }
+    }
+
+    /// The schemes the proxy offered, lowercased (`basic`, `negotiate`, ...).
+    #[must_use]
+    pub fn offered(&self) -> &[String] {
+        &self.offered
+    }
+}
+
+impl fmt::Display for ProxyAuthRequired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "Human+ egress proxy answered CONNECT with HTTP 407 (proxy authentication required): \
+             it wants credentials, or refused the ones configured. Give them in the proxy URL \
+             (http://user:password@host:port) or as separate proxy credentials.",
+        )?;
+        if !self.offered.is_empty() && !self.offered.iter().any(|s| s == "basic") {
+            write!(
+                f,
+                " The proxy offers {}; Human+ sends only Basic credentials.",
+                self.offered.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ProxyAuthRequired {}
+
+/// What kind of store failure happened, for a caller that reacts
+/// differently (a certificate to fix, a server to wait for, a write whose
+/// fate is unknown). The error's code stays `store_failed` for every kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// Anything without a more specific kind (a lock wait that ran out, a
+    /// record that cannot be opened, a server's error reply).
+    #[default]
+    Other,
+    /// The store's configuration cannot work (a bad URL, TLS settings for
+    /// a plain URL, an unusable key prefix, a certificate file that holds
+    /// no certificate).
+    Config,
+    /// The connection could not be made (refused, unreachable, reset).
+    Connect,
+    /// TLS failed: the server's certificate is not trusted or does not
+    /// name the host, the server refused the client certificate, or the
+    /// handshake broke. Never answered by falling back to plain TCP.
+    Tls,
+    /// The server did not answer in time.
+    Timeout,
+    /// A write was applied by the server but not confirmed durable (not
+    /// acknowledged by a replica in time), or its answer was lost: it may
+    /// or may not survive a failover. The generation fences whatever
+    /// happens next.
+    Unconfirmed,
+}
+
+impl StoreErrorKind {
+    /// A stable name for the kind.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreErrorKind::Other => "other",
+            StoreErrorKind::Config => "config",
+            StoreErrorKind::Connect => "connect",
+            StoreErrorKind::Tls => "tls",
+            StoreErrorKind::Timeout => "timeout",
+            StoreErrorKind::Unconfirmed => "unconfirmed",
+        }
+    }
+}
+
 /// A failure of an attachment store. The message is redacted like a
 /// [`TransportError`]'s.
+///
+/// ```
+/// use human_plus_core::{StoreError, StoreErrorKind};
+///
+/// let e = StoreError::with_kind(StoreErrorKind::Tls, "invalid peer certificate: UnknownIssuer");
+/// assert_eq!(e.kind(), StoreErrorKind::Tls);
+/// assert_eq!(e.to_string(), "Human+ attachment store failed (tls): invalid peer certificate: UnknownIssuer");
+/// assert_eq!(StoreError::new("x").kind(), StoreErrorKind::Other);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreError {
+    kind: StoreErrorKind,
     message: String,
 }
 
 impl StoreError {
-    /// A store failure; `message` is passed through [`redact_text`].
+    /// A store failure of kind [`StoreErrorKind::Other`]; `message` is
+    /// passed through [`redact_text`].
     #[must_use]
     pub fn new(message: impl AsRef<str>) -> Self {
+        StoreError::with_kind(StoreErrorKind::Other, message)
+    }
+
+    /// A store failure of `kind`; `message` is passed through
+    /// [`redact_text`].
+    #[must_use]
+    pub fn with_kind(kind: StoreErrorKind, message: impl AsRef<str>) -> Self {
         StoreError {
+            kind,
             message: redact_text(message.as_ref()),
         }
+    }
+
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
     }
 
     /// The redacted message.
@@ -704,15 +838,28 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Human+ attachment store failed: {}", self.message)
+        match self.kind {
+            StoreErrorKind::Other => {
+                write!(f, "Human+ attachment store failed: {}", self.message)
+            }
+            kind => write!(
+                f,
+                "Human+ attachment store failed ({}): {}",
+                kind.name(),
+                self.message
+            ),
+        }
     }
 }
 
 impl std::error::Error for StoreError {}
 
-/// Removes anything that could carry a relay token from free-form text: the
-/// query string of every URL-like word (`?...` up to whitespace) and any
-/// `Bearer <credential>`.
+/// Removes anything that could carry a relay token or a proxy credential
+/// from free-form text: the query string of every URL-like word (`?...` up
+/// to whitespace), any `Bearer <credential>` or `Authorization: Basic
+/// <credential>` (`Proxy-Authorization` included), and
+/// the userinfo of a URL (`scheme://user:password@` becomes
+/// `scheme://[redacted]@`).
 ///
 /// Runtimes pass the messages of their HTTP, TLS and DNS errors through this
 /// before they reach an [`Error`], since those libraries like to quote the
@@ -726,18 +873,23 @@ impl std::error::Error for StoreError {}
 ///     "error sending request for url (https://relay.example/s/inbox?[redacted])"
 /// );
 /// assert_eq!(redact_text("Authorization: Bearer abc.def"), "Authorization: Bearer [redacted]");
+/// assert_eq!(redact_text("Proxy-Authorization: Basic YWdlbnQ6czNjcmV0"), "Proxy-Authorization: Basic [redacted]");
+/// assert_eq!(redact_text("proxy http://agent:s3cret@egress:3128 down"), "proxy http://[redacted]@egress:3128 down");
 /// ```
 #[must_use]
 pub fn redact_text(text: &str) -> String {
+    let text = redact_userinfo(text);
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
+    let mut rest = text.as_str();
     loop {
         let query = rest.find('?').map(|i| (i, i + 1));
         let bearer = find_ascii_case_insensitive(rest, "bearer ").map(|i| (i, i + 7));
-        let next = match (query, bearer) {
-            (Some(q), Some(b)) => Some(if q.0 <= b.0 { q } else { b }),
-            (q, b) => q.or(b),
-        };
+        // `Basic` alone is a common word; only a header's value is a credential.
+        let basic = find_ascii_case_insensitive(rest, "authorization: basic ").map(|i| (i, i + 21));
+        let next = [query, bearer, basic]
+            .into_iter()
+            .flatten()
+            .min_by_key(|&(start, _)| start);
         let Some((_, end)) = next else {
             out.push_str(rest);
             return out;
@@ -746,6 +898,31 @@ pub fn redact_text(text: &str) -> String {
         out.push_str("[redacted]");
         rest = skip_credential(&rest[end..]);
     }
+}
+
+/// `scheme://user:password@host` becomes `scheme://[redacted]@host`.
+fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let authority_end = tail
+            .find(|c: char| {
+                c.is_whitespace()
+                    || matches!(c, '/' | '?' | '#' | ')' | ']' | '>' | '"' | '\'' | ',')
+            })
+            .unwrap_or(tail.len());
+        match tail.get(..authority_end).and_then(|a| a.rfind('@')) {
+            Some(at) => {
+                out.push_str("[redacted]");
+                rest = tail.get(at..).unwrap_or_default();
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn skip_credential(s: &str) -> &str {

@@ -9,8 +9,8 @@
 use std::net::IpAddr;
 
 use human_plus_core::{
-    EgressAddressClass as C, EgressPolicy, EgressRefusal, EgressRule, Error, RelayAuth,
-    RelayEndpoint, SurfaceInvitation, egress_address_class,
+    EgressAddressClass as C, EgressPolicy, EgressRefusal, EgressRule, Error, ProxyCredentials,
+    RelayAuth, RelayEndpoint, SurfaceInvitation, egress_address_class,
 };
 
 /// A token with characters that must be percent-encoded.
@@ -443,7 +443,7 @@ fn the_proxy_url_is_checked_and_its_credentials_never_printed() {
     let proxy = e.proxy().unwrap();
     assert_eq!((proxy.host.as_str(), proxy.port), ("egress.internal", 3128));
     for bad in [
-        "http://user:hunter2@egress.internal:3128",
+        "https://user:hunter2@egress.internal:3128",
         "https://egress.internal:3128",
         "http://egress.internal:3128/path",
         "http://egress.internal:3128?x=1",
@@ -462,6 +462,117 @@ fn the_proxy_url_is_checked_and_its_credentials_never_printed() {
     )
     .unwrap();
     assert!(direct.proxy().is_none());
+}
+
+#[test]
+fn proxy_credentials_from_the_url_or_apart_and_never_printed() {
+    let relay = inv("https://relay.example.com");
+    let with = |url: &str| EgressPolicy::new(["relay.example.com"]).egress_proxy(url);
+    // Percent-decoded, split at the last '@', a ':' kept in the password.
+    for (url, user, password) in [
+        (
+            "http://agent:hunter2@egress.internal:3128",
+            "agent",
+            "hunter2",
+        ),
+        (
+            "http://agent%40corp:hun%3Ater2@egress.internal:3128",
+            "agent@corp",
+            "hun:ter2",
+        ),
+        (
+            "http://agent:hun@ter2@egress.internal:3128",
+            "agent",
+            "hun@ter2",
+        ),
+        (
+            "http://agent:hun:ter2@egress.internal:3128/",
+            "agent",
+            "hun:ter2",
+        ),
+        ("http://:hunter2@egress.internal:3128", "", "hunter2"),
+        ("http://agent@egress.internal:3128", "agent", ""),
+        ("http://agent:p%C3%A4ss@[::1]:3128", "agent", "päss"),
+    ] {
+        let p = with(url);
+        assert!(!format!("{p:?}").contains("hunter2"), "{url}");
+        assert!(!p.proxy_url().unwrap().contains('@'), "{url}");
+        let e = ep(&relay, &p).unwrap();
+        let proxy = e.proxy().unwrap();
+        let expected = ProxyCredentials::new(user, password).unwrap();
+        assert_eq!(proxy.credentials.as_ref(), Some(&expected), "{url}");
+        for text in [format!("{e:?}"), format!("{proxy:?}"), proxy.to_string()] {
+            assert!(
+                !text.contains("hunter2") && !text.contains("ter2"),
+                "{url}: {text}"
+            );
+        }
+        let request = proxy.connect_request("93.184.215.14", 443, e.host());
+        assert_eq!(
+            request
+                .windows(21)
+                .filter(|w| w == b"Proxy-Authorization: ")
+                .count(),
+            1,
+            "{url}"
+        );
+        assert!(!format!("{request:?}").contains("Basic"));
+    }
+    // Apart from the URL: the same credentials, the same proxy.
+    let apart = EgressPolicy::new(["relay.example.com"])
+        .egress_proxy("http://egress.internal:3128")
+        .proxy_credentials(ProxyCredentials::parse("agent:hunter2").unwrap());
+    assert_eq!(
+        ep(&relay, &apart).unwrap().proxy(),
+        ep(&relay, &with("http://agent:hunter2@egress.internal:3128"))
+            .unwrap()
+            .proxy()
+    );
+    // Other credentials are another proxy (a kept connection keyed on it is
+    // never shared).
+    assert_ne!(
+        ep(&relay, &with("http://agent:other@egress.internal:3128"))
+            .unwrap()
+            .proxy(),
+        ep(&relay, &apart).unwrap().proxy()
+    );
+    // No credentials: no header.
+    let open = ep(&relay, &proxied(&["relay.example.com"])).unwrap();
+    let request = open
+        .proxy()
+        .unwrap()
+        .connect_request("93.184.215.14", 443, open.host());
+    assert!(!request.windows(6).any(|w| w == b"Proxy-"));
+
+    for (case, policy) in [
+        (
+            "twice",
+            with("http://agent:hunter2@egress.internal:3128")
+                .proxy_credentials(ProxyCredentials::parse("agent:hunter2").unwrap()),
+        ),
+        (
+            "bad percent",
+            with("http://agent:hunter2%zz@egress.internal:3128"),
+        ),
+        (
+            "not utf-8",
+            with("http://agent:hunter2%ff@egress.internal:3128"),
+        ),
+        (
+            "control",
+            with("http://agent:hunter2%0d%0aX-Evil:%201@egress.internal:3128"),
+        ),
+        ("empty", with("http://@egress.internal:3128")),
+    ] {
+        assert!(!format!("{policy:?}").contains("hunter2"), "{case}");
+        let r = refusal(ep(&relay, &policy));
+        assert_eq!(r.rule, EgressRule::ProxyCredentials, "{case}");
+        assert!(
+            !r.message.contains("hunter2") && !r.message.contains("Evil"),
+            "{case}: {}",
+            r.message
+        );
+    }
 }
 
 // ---------------------------------------------------------------------

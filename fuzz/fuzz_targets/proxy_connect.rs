@@ -1,8 +1,10 @@
 //! The CONNECT handshake codec: `ProxyConnectResponse::parse` and
-//! `proxy_connect_request`.
+//! `established`, `proxy_connect_request` and `ProxyAddr::connect_request`
+//! with credentials.
 //!
 //! Input: byte 0 = mode; the rest is the proxy's answer (mode even) or
-//! `target\0authority\0port` for the request builder (mode odd).
+//! `target\0authority\0port\0user\0password` for the request builders
+//! (mode odd).
 //!
 //! Properties:
 //! - `parse` never panics; `Ok(Some((status, head_len)))` has
@@ -10,17 +12,47 @@
 //!   ending in a blank line; every shorter prefix is still incomplete
 //!   (`Ok(None)`), the head alone parses the same, and bytes after the
 //!   head never change the answer; `Ok(None)` only below 8 KiB;
+//! - `established` agrees with `parse`, and a 407 is `proxy_auth_required`
+//!   naming at most 8 schemes of at most 32 token bytes;
 //! - `proxy_connect_request` writes exactly one request line, one `Host`
-//!   header and the blank line: no CR or LF a hostile host could inject.
+//!   header and the blank line: no CR or LF a hostile host could inject;
+//!   with credentials `ProxyCredentials` accepts, `connect_request` adds
+//!   exactly one `Proxy-Authorization` line, whose value is base64.
 
 #![no_main]
 
-use human_plus_core::{PROXY_CONNECT_MAX_HEAD_BYTES, ProxyConnectResponse, proxy_connect_request};
+use human_plus_core::{
+    Error, PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr, ProxyConnectResponse, ProxyCredentials,
+    proxy_connect_request,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (mode, buf) = data.split_first().unwrap_or((&0, &[]));
     if mode % 2 == 0 {
+        match (
+            ProxyConnectResponse::parse(buf),
+            ProxyConnectResponse::established(buf),
+        ) {
+            (Ok(Some((s, len))), Ok(Some(est))) => assert!((200..=299).contains(&s) && est == len),
+            (Ok(Some((407, _))), Err(Error::ProxyAuthRequired(auth))) => {
+                assert!(auth.offered().len() <= 8);
+                for scheme in auth.offered() {
+                    assert!(scheme.len() <= 32);
+                    assert!(
+                        scheme
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                    );
+                }
+            }
+            (Ok(Some((s, _))), Err(e)) => {
+                assert!(!(200..=299).contains(&s) && s != 407);
+                assert_eq!(e.code(), "transport_failed");
+            }
+            (Ok(None), Ok(None)) | (Err(_), Err(_)) => {}
+            (p, e) => panic!("parse {p:?} and established {e:?} disagree"),
+        }
         match ProxyConnectResponse::parse(buf) {
             Ok(Some((status, head_len))) => {
                 assert!(
@@ -60,14 +92,38 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         let text = String::from_utf8_lossy(buf);
-        let mut parts = text.splitn(3, '\0');
+        let mut parts = text.splitn(5, '\0');
         let target = parts.next().unwrap_or_default();
         let authority = parts.next().unwrap_or_default();
         let port = parts
             .next()
             .and_then(|p| p.parse::<u16>().ok())
             .unwrap_or(443);
+        let (user, password) = (parts.next(), parts.next());
         let req = proxy_connect_request(target, port, authority);
+        if let (Some(user), Some(password)) = (user, password)
+            && let Ok(credentials) = ProxyCredentials::new(user, password)
+        {
+            let proxy = ProxyAddr {
+                host: "p".into(),
+                port: 1,
+                credentials: Some(credentials),
+            };
+            let with = proxy.connect_request(target, port, authority);
+            assert!(format!("{with:?}").contains("[redacted]"));
+            assert!(with.starts_with(&req[..req.len() - 2]));
+            let header = &with[req.len() - 2..];
+            assert!(header.starts_with(b"Proxy-Authorization: Basic "));
+            assert!(header.ends_with(b"\r\n\r\n"));
+            let value = &header[27..header.len() - 4];
+            assert!(
+                value
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(b))
+            );
+            assert_eq!(value.len() % 4, 0);
+            assert_eq!(with.iter().filter(|&&b| b == b'\n').count(), 4);
+        }
         assert!(req.starts_with(b"CONNECT "));
         assert!(req.ends_with(b"\r\n\r\n"));
         assert_eq!(req.iter().filter(|&&b| b == b'\r').count(), 3);

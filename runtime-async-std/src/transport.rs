@@ -23,7 +23,7 @@ use http_body_util::{BodyExt, Full};
 use human_plus_core::{
     ConnectionKey, ConnectionPool, Error, HttpEvent, HttpMethod, HttpRequest,
     PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr, ProxyConnectResponse, RelayEndpoint, RequestId,
-    TransportError, TransportErrorKind, proxy_connect_request,
+    TransportError, TransportErrorKind,
 };
 use rustls_pki_types::ServerName;
 use smol_hyper::rt::FuturesIo;
@@ -253,7 +253,7 @@ async fn tunnel(
     let mut stream = TcpStream::connect((proxy.host.as_str(), proxy.port))
         .await
         .map_err(|e| proxy_error(format!("cannot connect to the egress proxy {proxy}: {e}")))?;
-    let request = proxy_connect_request(&ip.to_string(), endpoint.port(), endpoint.host());
+    let request = proxy.connect_request(&ip.to_string(), endpoint.port(), endpoint.host());
     stream
         .write_all(&request)
         .await

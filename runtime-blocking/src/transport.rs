@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{
     Error, PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr, ProxyConnectResponse, RelayEndpoint,
-    TransportError, TransportErrorKind, proxy_connect_request,
+    TransportError, TransportErrorKind,
 };
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
@@ -270,7 +270,7 @@ impl RelayConnector {
         let mut last = None;
         for target in vetted {
             let mut stream = self.connect_any(&proxy_addrs, deadline, "the egress proxy")?;
-            let request = proxy_connect_request(
+            let request = proxy.connect_request(
                 &target.ip().to_string(),
                 target.port(),
                 self.endpoint.host(),

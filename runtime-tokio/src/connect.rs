@@ -24,7 +24,7 @@ use std::sync::{Mutex, PoisonError};
 
 use human_plus_core::{
     ConnectionKey, ConnectionPool, Error, ProxyAddr, ProxyConnectResponse, RelayEndpoint,
-    TransportError, TransportErrorKind, proxy_connect_request,
+    TransportError, TransportErrorKind,
 };
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -233,7 +233,7 @@ impl Connector {
             }
         };
         let _ = stream.set_nodelay(true);
-        let request = proxy_connect_request(&ip.to_string(), endpoint.port(), endpoint.host());
+        let request = proxy.connect_request(&ip.to_string(), endpoint.port(), endpoint.host());
         tracing::debug!(%proxy, target = %SocketAddr::new(ip, endpoint.port()), "CONNECT through the egress proxy");
         let handshake = async {
             stream.write_all(&request).await.map_err(|e| {

@@ -17,7 +17,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `redis` | `RedisAttachmentStore` (blocking), `Keyring`, `RedisConfig`: synchronous redis-rs, no async runtime |
+//! | `redis` | `RedisAttachmentStore` (blocking), `Keyring`, `RedisConfig`, `KeyLayout`: synchronous redis-rs, no async runtime; one server or a Redis Cluster, `redis://` or `rediss://` (TLS over rustls) |
 //! | `redis-tokio` | `AsyncRedisAttachmentStore` on tokio |
 //! | `redis-smol` | `AsyncRedisAttachmentStore` on async-io (smol, async-std) |
 //!
@@ -52,7 +52,7 @@ pub mod redis_store;
 #[cfg(any(feature = "redis-tokio", feature = "redis-smol"))]
 pub use redis_store::AsyncRedisAttachmentStore;
 #[cfg(feature = "redis")]
-pub use redis_store::{Keyring, RedisAttachmentStore, RedisConfig};
+pub use redis_store::{KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 
 /// How long a lock is held before another worker may take it over, if its
 /// holder never releases it (a crash). Longer than a whole operation at the
@@ -490,3 +490,9 @@ mod tests {
         });
     }
 }
+
+/// The README's examples, compiled as doc tests (they need the Redis
+/// features).
+#[cfg(all(doctest, feature = "redis"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,26 +1,25 @@
-//! The Redis store against a real Redis.
-//!
-//! The server is read from `HUMAN_PLUS_REDIS_URL` (default
-//! `redis://127.0.0.1:6379/`; `.ci/redis` starts one). These tests are
-//! compiled only with the `redis` feature, and a test that cannot reach
-//! Redis FAILS: it never passes by skipping. Every test works under its own
-//! random key prefix and deletes its keys at the end.
+//! The Redis store against a real Redis: one server, a TLS server or a
+//! cluster, whichever `HUMAN_PLUS_REDIS_URL` names (see `common`; default
+//! `redis://127.0.0.1:6379/`; `.ci/redis` starts all three and CI runs
+//! these tests against each). These tests are compiled only with the
+//! `redis` feature, and a test that cannot reach Redis FAILS: it never
+//! passes by skipping. Every test works under its own random key prefix and
+//! deletes its keys at the end.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
 
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{Raw, Target};
 use human_plus_core::{
     Entropy, Error, OwnerKey, Participant, SeededEntropy, SurfaceAttachment, SurfaceInvitation,
     SurfaceRevision,
 };
 use human_plus_store::{AttachmentStore, Keyring, RedisAttachmentStore, RedisConfig};
-
-fn redis_url() -> String {
-    std::env::var("HUMAN_PLUS_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
-}
 
 fn random_hex(n: usize) -> String {
     let mut b = vec![0u8; n];
@@ -31,27 +30,23 @@ fn random_hex(n: usize) -> String {
 /// A test's own key prefix; its keys are deleted when it ends.
 struct Scope {
     prefix: String,
-    raw: redis::Connection,
+    target: Target,
+    raw: Raw,
 }
 
 impl Scope {
     fn new() -> Scope {
-        let raw = redis::Client::open(redis_url())
-            .unwrap()
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "Redis is required at HUMAN_PLUS_REDIS_URL (default redis://127.0.0.1:6379/; run .ci/redis): {e}"
-                )
-            });
+        let target = Target::generic();
+        let raw = target.raw();
         Scope {
             prefix: format!("human-plus-test:{}:", random_hex(6)),
+            target,
             raw,
         }
     }
 
     fn config(&self, keyring: Keyring) -> RedisConfig {
-        RedisConfig::new(redis_url(), keyring).prefix(self.prefix.clone())
+        self.target.config(keyring).prefix(self.prefix.clone())
     }
 
     fn store(&self, keyring: Keyring) -> RedisAttachmentStore {
@@ -60,40 +55,24 @@ impl Scope {
 
     /// Every key under the prefix.
     fn keys(&mut self) -> Vec<String> {
-        let mut keys: Vec<String> = redis::cmd("SCAN")
-            .arg(0)
-            .arg("MATCH")
-            .arg(format!("{}*", self.prefix))
-            .arg("COUNT")
-            .arg(10_000)
-            .query::<(u64, Vec<String>)>(&mut self.raw)
-            .map(|(_, k)| k)
-            .unwrap();
-        // SCAN may need more rounds; KEYS is fine on a test server.
-        let all: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}*", self.prefix))
-            .query(&mut self.raw)
-            .unwrap();
-        keys.extend(all);
-        keys.sort();
-        keys.dedup();
-        keys
+        let pattern = format!("{}*", self.prefix);
+        self.raw.keys(&pattern)
     }
 
     /// The raw bytes of every key under the prefix, whatever its type.
     fn raw_bytes(&mut self) -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
         for key in self.keys() {
-            let kind: String = redis::cmd("TYPE").arg(&key).query(&mut self.raw).unwrap();
+            let kind: String = redis::cmd("TYPE").arg(&key).query(self.raw.like()).unwrap();
             let bytes: Vec<u8> = match kind.as_str() {
                 "hash" => {
                     let pairs: Vec<Vec<u8>> = redis::cmd("HGETALL")
                         .arg(&key)
-                        .query(&mut self.raw)
+                        .query(self.raw.like())
                         .unwrap();
                     pairs.concat()
                 }
-                "string" => redis::cmd("GET").arg(&key).query(&mut self.raw).unwrap(),
+                "string" => redis::cmd("GET").arg(&key).query(self.raw.like()).unwrap(),
                 other => panic!("unexpected type {other} at {key}"),
             };
             out.push((key, bytes));
@@ -106,7 +85,7 @@ impl Scope {
             .arg(key)
             .arg(field)
             .arg(value)
-            .query(&mut self.raw)
+            .query(self.raw.like())
             .unwrap();
     }
 
@@ -114,21 +93,19 @@ impl Scope {
         redis::cmd("HGET")
             .arg(key)
             .arg(field)
-            .query(&mut self.raw)
+            .query(self.raw.like())
             .unwrap()
     }
 
     fn pttl(&mut self, key: &str) -> i64 {
-        redis::cmd("PTTL").arg(key).query(&mut self.raw).unwrap()
+        redis::cmd("PTTL").arg(key).query(self.raw.like()).unwrap()
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
         let keys = self.keys();
-        if !keys.is_empty() {
-            let _: Result<i64, _> = redis::cmd("DEL").arg(keys).query(&mut self.raw);
-        }
+        self.raw.del(&keys);
     }
 }
 
@@ -195,7 +172,7 @@ fn put_is_compare_and_set_with_a_sliding_ttl() {
     let _: i64 = redis::cmd("PEXPIRE")
         .arg(&key)
         .arg(5_000)
-        .query(&mut scope.raw)
+        .query(scope.raw.like())
         .unwrap();
     store.put(&r, Some(0)).unwrap();
     let ttl = scope.pttl(&key);
@@ -303,17 +280,17 @@ fn a_record_that_cannot_be_opened_is_an_error_never_a_miss() {
     let _: i64 = redis::cmd("HDEL")
         .arg(&key)
         .arg("v")
-        .query(&mut scope.raw)
+        .query(scope.raw.like())
         .unwrap();
     assert!(refused(&store, "half").contains("malformed"));
     let _: () = redis::cmd("SET")
         .arg(&key)
         .arg("not ours")
-        .query(&mut scope.raw)
+        .query(scope.raw.like())
         .unwrap();
     assert!(matches!(store.get(r.id()), Err(Error::Store(_))));
     assert!(matches!(store.put(&r, None), Err(Error::Store(_))));
-    let still: String = redis::cmd("GET").arg(&key).query(&mut scope.raw).unwrap();
+    let still: String = redis::cmd("GET").arg(&key).query(scope.raw.like()).unwrap();
     assert_eq!(still, "not ours");
 }
 
@@ -352,7 +329,7 @@ fn deterministic_nonces_can_be_injected() {
     a.put(&r, None).unwrap();
     let key = a.record_key(r.id());
     let first = scope.hget(&key, "v");
-    let _: i64 = redis::cmd("DEL").arg(&key).query(&mut scope.raw).unwrap();
+    let _: i64 = redis::cmd("DEL").arg(&key).query(scope.raw.like()).unwrap();
     b.put(&r, None).unwrap();
     assert_eq!(scope.hget(&key, "v"), first);
     let mut expected_nonce = [0u8; 24];
@@ -369,7 +346,7 @@ fn lock_is_mutual_exclusion_released_by_compare_and_delete() {
         .unwrap();
     let held: String = redis::cmd("GET")
         .arg(store.lock_key("a"))
-        .query(&mut scope.raw)
+        .query(scope.raw.like())
         .unwrap();
     assert_eq!(held, g.token());
     let pttl = scope.pttl(&store.lock_key("a"));

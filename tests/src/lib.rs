@@ -353,18 +353,37 @@ impl Trap {
 }
 
 /// An HTTP CONNECT proxy written for the tests: it records every CONNECT
-/// target and splices bytes.
+/// target and head, splices bytes, and keeps what went from the client
+/// into the tunnel (the requests that reach the relay). Started with
+/// [`ConnectProxy::requiring`], it answers 407 unless the CONNECT carries
+/// the right `Proxy-Authorization: Basic`.
 pub struct ConnectProxy {
     /// Its port on 127.0.0.1.
     pub port: u16,
     targets: Arc<Mutex<Vec<String>>>,
+    heads: Arc<Mutex<Vec<String>>>,
+    tunneled: Arc<Mutex<Vec<u8>>>,
+    expected: Option<String>,
     _rt: tokio::runtime::Runtime,
 }
 
 impl ConnectProxy {
-    /// Starts a proxy.
+    /// Starts a proxy that asks for no credentials.
     #[must_use]
     pub fn start() -> ConnectProxy {
+        ConnectProxy::serve(None)
+    }
+
+    /// Starts a proxy that tunnels only a CONNECT carrying
+    /// `Proxy-Authorization: Basic` of `user:password`, and answers any
+    /// other with `407` and `Proxy-Authenticate: Basic`.
+    #[must_use]
+    pub fn requiring(user: &str, password: &str) -> ConnectProxy {
+        let pair = format!("{user}:{password}");
+        ConnectProxy::serve(Some(format!("Basic {}", base64(pair.as_bytes()))))
+    }
+
+    fn serve(expected: Option<String>) -> ConnectProxy {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -375,10 +394,20 @@ impl ConnectProxy {
             .unwrap();
         let port = listener.local_addr().unwrap().port();
         let targets = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&targets);
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let tunneled = Arc::new(Mutex::new(Vec::new()));
+        let (seen, seen_heads, seen_bytes) = (
+            Arc::clone(&targets),
+            Arc::clone(&heads),
+            Arc::clone(&tunneled),
+        );
+        let wanted = expected.clone();
         rt.spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
                 let seen = Arc::clone(&seen);
+                let seen_heads = Arc::clone(&seen_heads);
+                let seen_bytes = Arc::clone(&seen_bytes);
+                let wanted = wanted.clone();
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut byte = [0u8; 1];
@@ -389,6 +418,7 @@ impl ConnectProxy {
                         head.push(byte[0]);
                     }
                     let text = String::from_utf8_lossy(&head).into_owned();
+                    seen_heads.lock().unwrap().push(text.clone());
                     let mut words = text.split_whitespace();
                     if words.next() != Some("CONNECT") {
                         let _ = client
@@ -400,7 +430,27 @@ impl ConnectProxy {
                     }
                     let target = words.next().unwrap_or_default().to_owned();
                     seen.lock().unwrap().push(target.clone());
-                    let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                    if let Some(wanted) = &wanted {
+                        let given: Vec<&str> = text
+                            .lines()
+                            .filter_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("proxy-authorization")
+                                    .then_some(value.trim())
+                            })
+                            .collect();
+                        if given != [wanted.as_str()] {
+                            let _ = client
+                                .write_all(
+                                    b"HTTP/1.1 407 Proxy Authentication Required\r\n\
+                                      Proxy-Authenticate: Basic realm=\"human-plus-test\"\r\n\
+                                      content-length: 0\r\n\r\n",
+                                )
+                                .await;
+                            return;
+                        }
+                    }
+                    let Ok(upstream) = tokio::net::TcpStream::connect(&target).await else {
                         let _ = client
                             .write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n")
                             .await;
@@ -413,13 +463,39 @@ impl ConnectProxy {
                     {
                         return;
                     }
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    let (mut from_client, mut to_client) = client.into_split();
+                    let (mut from_upstream, mut to_upstream) = upstream.into_split();
+                    tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut from_upstream, &mut to_client).await;
+                        let _ = to_client.shutdown().await;
+                    });
+                    let mut buf = [0u8; 8192];
+                    loop {
+                        match from_client.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                {
+                                    let mut kept = seen_bytes.lock().unwrap();
+                                    if kept.len() < (4 << 20) {
+                                        kept.extend_from_slice(&buf[..n]);
+                                    }
+                                }
+                                if to_upstream.write_all(&buf[..n]).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    let _ = to_upstream.shutdown().await;
                 });
             }
         });
         ConnectProxy {
             port,
             targets,
+            heads,
+            tunneled,
+            expected,
             _rt: rt,
         }
     }
@@ -430,11 +506,74 @@ impl ConnectProxy {
         self.targets.lock().unwrap().clone()
     }
 
+    /// Every request head the proxy read, in order.
+    #[must_use]
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+
+    /// Every byte a client sent into a tunnel (what reached the relay),
+    /// up to 4 MiB.
+    #[must_use]
+    pub fn tunneled(&self) -> Vec<u8> {
+        self.tunneled.lock().unwrap().clone()
+    }
+
+    /// The `Proxy-Authorization` value it accepts, for a proxy started
+    /// with [`ConnectProxy::requiring`].
+    #[must_use]
+    pub fn expected_authorization(&self) -> Option<&str> {
+        self.expected.as_deref()
+    }
+
     /// Its URL, for [`EgressPolicy::egress_proxy`].
     #[must_use]
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+
+    /// Its URL with `user:password` in it, percent-encoded.
+    #[must_use]
+    pub fn url_with(&self, user: &str, password: &str) -> String {
+        let encode = |s: &str| {
+            s.bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                        char::from(b).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect::<String>()
+        };
+        format!(
+            "http://{}:{}@127.0.0.1:{}",
+            encode(user),
+            encode(password),
+            self.port
+        )
+    }
+}
+
+/// Standard base64 with padding, written here so the proxy does not check
+/// the core with the core's own encoder.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// Everything every runtime logged through `tracing`, at TRACE, across the

@@ -641,6 +641,130 @@ pub fn through_the_proxy<R: Runtime>(leg: LegKind) {
     assert!(targets.iter().all(|t| *t == vetted), "{targets:?}");
 }
 
+/// An egress proxy that asks for credentials: the right ones (in the URL,
+/// percent-encoded, or given apart) open the tunnel, over TLS and to a
+/// plain loopback relay whose requests the proxy can read; wrong or missing
+/// ones end in the typed 407 error. The credentials reach the proxy once
+/// per CONNECT, and appear in no request that reaches the relay, no error
+/// and no log line (captured at TRACE).
+pub fn proxy_credentials<R: Runtime>(leg: LegKind) {
+    use human_plus_core::ProxyCredentials;
+
+    let user = "agent@corp";
+    let password = format!("pw:{}/{}", crate::random_hex(8), crate::random_hex(4));
+    let proxy = ConnectProxy::requiring(user, &password);
+    let basic = proxy.expected_authorization().unwrap().to_owned();
+    let encoded = basic.trim_start_matches("Basic ").to_owned();
+    let secrets = [password.as_str(), encoded.as_str()];
+    let leaks = |text: &str| secrets.iter().any(|s| text.contains(s));
+    let transport = TransportConfig::default().receive_leg(leg.receive_leg());
+
+    // Over TLS, credentials in the proxy URL.
+    let tls = Env::with(EnvOptions {
+        tls: true,
+        ..EnvOptions::default()
+    });
+    let egress = EgressPolicy::new([RELAY_HOST])
+        .allow_ports([tls.port])
+        .egress_proxy(proxy.url_with(user, &password))
+        .allow_addresses(["127.0.0.1/32".parse().unwrap()]);
+    assert!(!leaks(&format!("{egress:?}")));
+    let config = ManagerConfig::new(egress, sheet_trust(vec![])).transport(transport.clone());
+    assert!(!leaks(&format!("{config:?}")));
+    let hp = R::client(tls.setup_with(config));
+    let a = hp.attach(OWNER, tls.invitation(), agent()).unwrap();
+    let r = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    assert!(r.text.contains("alpha"));
+    assert!(!leaks(&format!("{:?}", hp.status(OWNER, a.id()).unwrap())));
+    let heads = proxy.heads();
+    assert!(!heads.is_empty(), "nothing went through the proxy");
+    for head in &heads {
+        let sent: Vec<&str> = head
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("proxy-authorization:"))
+            .collect();
+        assert_eq!(sent, [format!("Proxy-Authorization: {basic}")], "{head}");
+    }
+    let vetted = format!("127.0.0.1:{}", tls.port);
+    assert!(proxy.targets().iter().all(|t| *t == vetted));
+
+    // To a plain loopback relay through the same proxy, credentials given
+    // apart: the proxy sees every byte that reaches the relay.
+    let plain = Env::start();
+    let before = proxy.tunneled().len();
+    let egress = plain
+        .egress()
+        .egress_proxy(proxy.url())
+        .proxy_credentials(ProxyCredentials::new(user, password.as_str()).unwrap());
+    let hp =
+        R::client(plain.setup_with(
+            ManagerConfig::new(egress, sheet_trust(vec![])).transport(transport.clone()),
+        ));
+    let a = hp.attach(OWNER, plain.invitation(), agent()).unwrap();
+    hp.call(
+        OWNER,
+        a.id(),
+        "sheet_set_cell",
+        json!({"address": "C3", "value": "through the proxy"}),
+    )
+    .unwrap();
+    let to_relay = String::from_utf8_lossy(&proxy.tunneled()[before..]).into_owned();
+    assert!(
+        to_relay.contains(&format!("/{}/", plain.session)),
+        "the relay's requests went through the tunnel: {to_relay}"
+    );
+    assert!(!leaks(&to_relay), "a credential reached the relay");
+    assert!(
+        !to_relay
+            .to_ascii_lowercase()
+            .contains("proxy-authorization")
+    );
+    assert_eq!(
+        crate::cells(&plain).get("C3").map(String::as_str),
+        Some("through the proxy")
+    );
+
+    // Wrong credentials, and none: the typed 407, nothing reaches the relay.
+    let calls_before = plain.surface().calls().len();
+    for (case, egress) in [
+        (
+            "wrong",
+            plain
+                .egress()
+                .egress_proxy(proxy.url_with(user, "not-the-password")),
+        ),
+        ("none", plain.egress().egress_proxy(proxy.url())),
+    ] {
+        let hp = R::client(plain.setup_with(
+            ManagerConfig::new(egress, sheet_trust(vec![])).transport(transport.clone()),
+        ));
+        let a = hp.attach(OWNER, plain.invitation(), agent()).unwrap();
+        let e = hp
+            .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+            .unwrap_err();
+        assert_eq!(e.code(), "proxy_auth_required", "{case}: {e:?}");
+        assert!(matches!(e, Error::ProxyAuthRequired(_)), "{case}: {e:?}");
+        assert!(
+            !leaks(&e.to_string()) && !leaks(&format!("{e:?}")),
+            "{case}"
+        );
+        assert!(!e.to_string().contains("not-the-password"), "{case}");
+        assert!(
+            hp.status(OWNER, a.id()).unwrap().is_attached(),
+            "{case}: the proxy's 407 is not the relay's 401"
+        );
+    }
+    assert_eq!(plain.surface().calls().len(), calls_before);
+
+    assert!(logged_len() > 0, "logging is on");
+    for secret in secrets {
+        assert!(!logged(secret), "a proxy credential was logged");
+    }
+    assert!(!logged("not-the-password"));
+}
+
 /// The warm-attachment mode (async runtimes): one receive leg carries every
 /// exchange of many operations, every guarantee still holds, and detach
 /// closes it.

@@ -69,6 +69,10 @@ macro_rules! suite {
             fn through_the_proxy_poll() {
                 scenarios::through_the_proxy::<$runtime>(LegKind::Poll);
             }
+            #[test]
+            fn proxy_credentials_sse() {
+                scenarios::proxy_credentials::<$runtime>(LegKind::Sse);
+            }
         }
     };
 }

@@ -8,10 +8,14 @@
 //! cargo test -p human-plus-conformance --features redis --test redis_store
 //! ```
 //!
-//! The Redis server is read from `HUMAN_PLUS_REDIS_URL` (default
-//! `redis://127.0.0.1:6379/`; `.ci/redis` starts one). A test that cannot
-//! reach it FAILS; none passes by skipping. The heavy runs are serialised
-//! (one at a time) so the Redis command counts they print are their own.
+//! The Redis is read from `HUMAN_PLUS_REDIS_URL` (default
+//! `redis://127.0.0.1:6379/`): one server, a `rediss://` one (with the test
+//! CA and client certificate of `HUMAN_PLUS_REDIS_CA`,
+//! `HUMAN_PLUS_REDIS_CLIENT_CERT` and `HUMAN_PLUS_REDIS_CLIENT_KEY`), or a
+//! cluster's nodes, comma-separated; `.ci/redis` starts all three, and CI
+//! runs the mixed-runtime race against each. A test that cannot reach it
+//! FAILS; none passes by skipping. The heavy runs are serialised (one at a
+//! time) so the Redis command counts they print are their own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -22,6 +26,10 @@ use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[path = "../../store/tests/common/mod.rs"]
+mod common;
+
+use common::{Raw, Target};
 use human_plus_conformance::{Env, LegKind, random_hex};
 use human_plus_core::{
     CallResult, EgressPolicy, Error, ManagerConfig, Participant, SurfaceAttachment,
@@ -29,18 +37,14 @@ use human_plus_core::{
 };
 use human_plus_relay::CallOutcome;
 use human_plus_store::{
-    AsyncAttachmentStore, AsyncRedisAttachmentStore, AttachmentStore, Keyring, LockGuard,
-    RedisAttachmentStore, RedisConfig,
+    AsyncAttachmentStore, AsyncRedisAttachmentStore, AttachmentStore, DEFAULT_LEASE, Keyring,
+    LockGuard, RedisAttachmentStore, RedisConfig,
 };
 use serde_json::{Value, json};
 
 const OWNER: &str = "session:redis";
 const CALLS: usize = 200;
 const WORKERS: usize = 8;
-
-fn redis_url() -> String {
-    std::env::var("HUMAN_PLUS_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
-}
 
 /// One heavy run at a time.
 fn serial() -> MutexGuard<'static, ()> {
@@ -50,26 +54,31 @@ fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn raw() -> redis::Connection {
-    redis::Client::open(redis_url())
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap_or_else(|e| {
-            panic!(
-                "Redis is required at HUMAN_PLUS_REDIS_URL (default redis://127.0.0.1:6379/; run .ci/redis): {e}"
-            )
-        })
+fn raw() -> Raw {
+    Target::generic().raw()
 }
 
-/// How many times Redis has run `command` (INFO commandstats).
-fn command_calls(conn: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+/// How many times Redis has run `command` (INFO commandstats), summed
+/// over every node of a cluster (a replica runs a script's effects, not
+/// the script, so nothing is counted twice).
+fn command_calls(command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    Target::generic()
+        .urls()
+        .into_iter()
+        .map(|url| {
+            let mut node = Target::Single(url).raw();
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(node.like())
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 /// Every key under `prefix`, and deletes them when dropped.
@@ -85,28 +94,21 @@ impl Keys {
     }
 
     fn list(&self) -> Vec<String> {
-        redis::cmd("KEYS")
-            .arg(format!("{}*", self.prefix))
-            .query(&mut raw())
-            .unwrap()
+        raw().keys(&format!("{}*", self.prefix))
     }
 }
 
 impl Drop for Keys {
     fn drop(&mut self) {
         let keys = self.list();
-        if !keys.is_empty() {
-            let _: Result<i64, _> = redis::cmd("DEL").arg(keys).query(&mut raw());
-        }
+        raw().del(&keys);
     }
 }
 
 fn config(prefix: &str, key_hex: &str) -> RedisConfig {
-    RedisConfig::new(
-        redis_url(),
-        Keyring::new("test", Keyring::key_from_hex(key_hex).unwrap()).unwrap(),
-    )
-    .prefix(prefix)
+    Target::generic()
+        .config(Keyring::new("test", Keyring::key_from_hex(key_hex).unwrap()).unwrap())
+        .prefix(prefix)
 }
 
 /// What a worker's store saw: each successful put, each conflict, and
@@ -217,16 +219,26 @@ const LOCK_WAIT: Duration = Duration::from_secs(60);
 
 impl Worker {
     fn new(kind: Kind, port: u16, prefix: &str, key_hex: &str) -> (Worker, Arc<Mutex<Log>>) {
+        Worker::with(kind, port, &|| self::config(prefix, key_hex), DEFAULT_LEASE)
+    }
+
+    /// A worker whose store is configured by `store_config`, its manager
+    /// leasing locks for `lease`.
+    fn with(
+        kind: Kind,
+        port: u16,
+        store_config: &dyn Fn() -> RedisConfig,
+        lease: Duration,
+    ) -> (Worker, Arc<Mutex<Log>>) {
         let config = manager_config(port);
         match kind {
             Kind::Blocking => {
-                let store = Recording::new(
-                    RedisAttachmentStore::open(self::config(prefix, key_hex)).unwrap(),
-                );
+                let store = Recording::new(RedisAttachmentStore::open(store_config()).unwrap());
                 let log = Arc::clone(&store.log);
                 let hp = human_plus_blocking::HumanPlus::builder(config)
                     .store(store)
                     .lock_wait(LOCK_WAIT)
+                    .lock_lease(lease)
                     .build()
                     .unwrap();
                 (Worker::Blocking(hp), log)
@@ -238,30 +250,27 @@ impl Worker {
                     .build()
                     .unwrap();
                 let store = Recording::new(
-                    rt.block_on(AsyncRedisAttachmentStore::connect(self::config(
-                        prefix, key_hex,
-                    )))
-                    .unwrap(),
+                    rt.block_on(AsyncRedisAttachmentStore::connect(store_config()))
+                        .unwrap(),
                 );
                 let log = Arc::clone(&store.log);
                 let hp = human_plus_tokio::HumanPlus::builder(config)
                     .store(store)
                     .lock_wait(LOCK_WAIT)
+                    .lock_lease(lease)
                     .build()
                     .unwrap();
                 (Worker::Tokio(rt, hp), log)
             }
             Kind::AsyncStd => {
                 let store = Recording::new(
-                    async_io::block_on(AsyncRedisAttachmentStore::connect(self::config(
-                        prefix, key_hex,
-                    )))
-                    .unwrap(),
+                    async_io::block_on(AsyncRedisAttachmentStore::connect(store_config())).unwrap(),
                 );
                 let log = Arc::clone(&store.log);
                 let hp = human_plus_async_std::HumanPlus::builder(config)
                     .store(store)
                     .lock_wait(LOCK_WAIT)
+                    .lock_lease(lease)
                     .build()
                     .unwrap();
                 (Worker::AsyncStd(hp), log)
@@ -318,6 +327,16 @@ fn run_calls(worker: &Worker, log: &Arc<Mutex<Log>>, id: &str, w: usize, n: usiz
     report
 }
 
+/// The sheet's revision number before call `first_call`: it starts at r1
+/// and every applied write moves it by one.
+fn revision_before(calls: &[human_plus_relay::CallRecord], first_call: usize) -> u64 {
+    let written = calls[..first_call]
+        .iter()
+        .filter(|c| c.outcome == CallOutcome::Written)
+        .count();
+    1 + u64::try_from(written).unwrap()
+}
+
 fn revision_number(r: &str) -> u64 {
     r.strip_prefix('r')
         .and_then(|n| n.parse().ok())
@@ -366,13 +385,7 @@ fn check(run: &Run<'_>, env: &Env, store: &RedisAttachmentStore, reports: &[Repo
         "{label}: every call reached the surface once"
     );
     // The sheet starts at r1 and every applied write moves it by one.
-    let mut at = 1 + u64::try_from(
-        calls[..first_call]
-            .iter()
-            .filter(|c| c.outcome == CallOutcome::Written)
-            .count(),
-    )
-    .unwrap();
+    let mut at = revision_before(&calls, first_call);
     for (i, c) in writes.iter().enumerate() {
         assert_eq!(c.tool, "sheet_set_cell");
         let pinned = c
@@ -478,8 +491,7 @@ fn threads(label: &str, kinds: &[Kind]) {
         .map(|k| Worker::new(*k, env.port, &keys.prefix, &key_hex))
         .collect();
     let (id, first_call, start_generation) = prepare(&env, &workers[0].0, &store);
-    let mut conn = raw();
-    let scripts_before = command_calls(&mut conn, "evalsha");
+    let scripts_before = command_calls("evalsha");
     let barrier = Arc::new(Barrier::new(workers.len()));
     let t = Instant::now();
     let handles: Vec<_> = workers
@@ -497,7 +509,7 @@ fn threads(label: &str, kinds: &[Kind]) {
         .collect();
     let reports: Vec<Report> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let elapsed = t.elapsed();
-    let scripts_run = command_calls(&mut conn, "evalsha") - scripts_before;
+    let scripts_run = command_calls("evalsha") - scripts_before;
     check(
         &Run {
             label,
@@ -690,8 +702,7 @@ fn two_blocking_processes_x200_pinned_writes() {
             );
         }
     }
-    let mut conn = raw();
-    let scripts_before = command_calls(&mut conn, "evalsha");
+    let scripts_before = command_calls("evalsha");
     let t = Instant::now();
     // Go: closing their stdin releases both at once.
     for c in &mut children {
@@ -713,7 +724,7 @@ fn two_blocking_processes_x200_pinned_writes() {
     for c in &mut children {
         assert!(c.wait().unwrap().success());
     }
-    let scripts_run = command_calls(&mut conn, "evalsha") - scripts_before;
+    let scripts_run = command_calls("evalsha") - scripts_before;
     check(
         &Run {
             label: "2 blocking processes",
@@ -766,7 +777,7 @@ fn a_killed_processs_lock_frees_after_its_lease() {
     // Dead, but its lock is held until the lease runs out.
     let held: Option<String> = redis::cmd("GET")
         .arg(store.lock_key("surface_crashed"))
-        .query(&mut raw())
+        .query(raw().like())
         .unwrap();
     assert_eq!(held.as_deref(), Some(token.as_str()));
     assert!(
@@ -788,10 +799,6 @@ fn a_killed_processs_lock_frees_after_its_lease() {
     assert_ne!(g.token(), token);
 }
 
-fn worker_record_key(prefix: &str, id: &str) -> String {
-    format!("{prefix}{id}")
-}
-
 #[test]
 fn the_stored_attachment_never_shows_the_relay_token() {
     let env = Env::start();
@@ -811,21 +818,21 @@ fn the_stored_attachment_never_shows_the_relay_token() {
     // runs just after the call returns).
     let listed = keys.list();
     assert!(
-        listed.contains(&worker_record_key(&keys.prefix, record.id())),
+        listed.contains(&config(&keys.prefix, &key_hex).record_key(record.id())),
         "{listed:?}"
     );
     let mut seen = BTreeMap::new();
     for key in listed {
-        let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).unwrap();
+        let kind: String = redis::cmd("TYPE").arg(&key).query(conn.like()).unwrap();
         let bytes: Vec<u8> = match kind.as_str() {
             "hash" => {
                 let fields: Vec<Vec<u8>> =
-                    redis::cmd("HGETALL").arg(&key).query(&mut conn).unwrap();
+                    redis::cmd("HGETALL").arg(&key).query(conn.like()).unwrap();
                 fields.concat()
             }
             "string" => redis::cmd("GET")
                 .arg(&key)
-                .query(&mut conn)
+                .query(conn.like())
                 .unwrap_or_default(),
             _ => continue,
         };
@@ -854,4 +861,317 @@ fn the_stored_attachment_never_shows_the_relay_token() {
     assert_eq!(e.code(), "store_failed", "{e}");
     human_plus_conformance::assert_no_token(&e, &env.token);
     assert!(!seen.is_empty());
+}
+
+// ---------------------------------------------------------------------
+// A primary stopped during a run of pinned writes (the cluster of
+// HUMAN_PLUS_REDIS_CLUSTER_URL, whatever HUMAN_PLUS_REDIS_URL names).
+// ---------------------------------------------------------------------
+
+/// A cluster node's process, stopped with SIGSTOP (frozen: its sockets stay
+/// open and answer nothing, the harder case for a client) and continued
+/// when dropped, whatever happens, so the cluster heals for the next run.
+struct Stopped {
+    pid: u32,
+    continued: bool,
+}
+
+impl Stopped {
+    fn stop(node: &common::Node) -> Stopped {
+        let mut conn = common::node_conn(&node.host, node.port);
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+        let pid: u32 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap();
+        // The shell's own `kill`: no procps needed.
+        let status = Command::new("sh")
+            .args(["-c", &format!("kill -STOP {pid}")])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -STOP {pid}");
+        Stopped {
+            pid,
+            continued: false,
+        }
+    }
+
+    fn resume(&mut self) {
+        if !self.continued {
+            let _ = Command::new("sh")
+                .args(["-c", &format!("kill -CONT {}", self.pid)])
+                .status();
+            self.continued = true;
+        }
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.resume();
+    }
+}
+
+/// Polls `f` every 100 ms until it holds, for up to `limit`.
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Instant {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
+        thread::sleep(Duration::from_millis(100));
+    }
+    Instant::now()
+}
+
+/// What a failover worker did: `(value, pinned, returned revision)` for
+/// each call that succeeded and `(value, code, message)` for each that
+/// failed, with when each ended.
+#[derive(Debug, Default)]
+struct FailoverReport {
+    ok: Vec<(String, String, String, Instant)>,
+    failed: Vec<(String, String, String, Instant)>,
+    /// The slowest call: how long, and when it started.
+    slowest: (Duration, Option<Instant>),
+}
+
+#[test]
+fn a_primary_stopped_during_pinned_writes_fails_over_with_nothing_lost_or_applied_twice() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let _serial = serial();
+    let cluster = Target::cluster();
+    let env = Env::start();
+    let prefix = format!("human-plus-failover:{}:", random_hex(6));
+    let key_hex = random_hex(32);
+    let store_config = {
+        let (cluster, prefix, key_hex) = (cluster.clone(), prefix.clone(), key_hex.clone());
+        move || {
+            cluster
+                .config(Keyring::new("test", Keyring::key_from_hex(&key_hex).unwrap()).unwrap())
+                .prefix(prefix.as_str())
+                // A frozen primary is noticed within a second, and an
+                // operation waits out the failover (1 s node timeout plus
+                // the election) with room to spare.
+                .connect_timeout(Duration::from_secs(1))
+                .response_timeout(Duration::from_secs(1))
+                .failover_wait(Duration::from_secs(30))
+        }
+    };
+    let lease = Duration::from_secs(15);
+    use Kind::{AsyncStd, Blocking, Tokio};
+    let kinds = [Blocking, Tokio, AsyncStd, Blocking];
+    let workers: Vec<_> = kinds
+        .iter()
+        .map(|k| Worker::with(*k, env.port, &store_config, lease))
+        .collect();
+    let store = RedisAttachmentStore::open(store_config()).unwrap();
+    let (id, first_call, start_generation) = prepare(&env, &workers[0].0, &store);
+    let slot = {
+        let mut raw = cluster.raw();
+        common::keyslot(&mut raw, &store.record_key(&id))
+    };
+    let primary = common::owner_of(slot);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = workers
+        .into_iter()
+        .enumerate()
+        .map(|(w, (worker, log))| {
+            let (id, stop, done) = (id.clone(), Arc::clone(&stop), Arc::clone(&done));
+            *log.lock().unwrap() = Log::default();
+            thread::spawn(move || {
+                let mut report = FailoverReport::default();
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    i += 1;
+                    let value = format!("f{w}-{i}");
+                    let args = json!({"address": format!("D{}", w + 1), "value": value});
+                    let t = Instant::now();
+                    let result = worker.call(&id, "sheet_set_cell", args);
+                    if t.elapsed() > report.slowest.0 {
+                        report.slowest = (t.elapsed(), Some(t));
+                    }
+                    match result {
+                        Ok(r) => {
+                            report.ok.push((
+                                value,
+                                r.pinned.map(|p| p.token().to_owned()).unwrap_or_default(),
+                                r.revision.map(|p| p.token().to_owned()).unwrap_or_default(),
+                                Instant::now(),
+                            ));
+                            done.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => {
+                            let refused = matches!(e, Error::SurfaceChangedUnderYou(_));
+                            report.failed.push((
+                                value,
+                                e.code().to_owned(),
+                                e.to_string(),
+                                Instant::now(),
+                            ));
+                            // An agent told the surface changed reads it
+                            // again before it writes.
+                            if refused {
+                                let _ =
+                                    worker.call(&id, "sheet_get_cell", json!({"address": "A1"}));
+                            }
+                        }
+                    }
+                }
+                (report, log)
+            })
+        })
+        .collect();
+
+    // Writes flow; then the primary holding the attachment's slot freezes.
+    wait_until(
+        "40 writes before the stop",
+        Duration::from_secs(120),
+        || done.load(Ordering::SeqCst) >= 40,
+    );
+    let before_stop = done.load(Ordering::SeqCst);
+    let mut stopped = Stopped::stop(&primary);
+    let stopped_at = Instant::now();
+    // A replica is promoted for the slot (seen from a node that answers).
+    let promoted_at = wait_until("a replica promoted", Duration::from_secs(60), || {
+        let live: Vec<_> = common::nodes()
+            .into_iter()
+            .filter(|n| n.id != primary.id)
+            .collect();
+        live.iter()
+            .any(|n| n.primary && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+    });
+    // The store serves again: 40 more writes after the promotion.
+    let after = done.load(Ordering::SeqCst);
+    wait_until(
+        "40 writes after the promotion",
+        Duration::from_secs(120),
+        || done.load(Ordering::SeqCst) >= after + 40,
+    );
+    stop.store(true, Ordering::SeqCst);
+    let results: Vec<(FailoverReport, Arc<Mutex<Log>>)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // The old primary comes back, as a replica of the promoted one.
+    stopped.resume();
+    let old = common::node_conn(&primary.host, primary.port);
+    let mut old = old;
+    wait_until(
+        "the old primary back as a replica",
+        Duration::from_secs(60),
+        || {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut old)
+                .is_ok_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"))
+        },
+    );
+
+    // 1. Every operation ended: applied, or with a typed error.
+    let reports: Vec<&FailoverReport> = results.iter().map(|(r, _)| r).collect();
+    let oks: usize = reports.iter().map(|r| r.ok.len()).sum();
+    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, code, message, _) in reports.iter().flat_map(|r| r.failed.iter()) {
+        assert!(
+            matches!(
+                code.as_str(),
+                "store_failed" | "store_conflict" | "surface_changed_under_you" | "timeout"
+            ),
+            "an untyped failure: {code}: {message}"
+        );
+        *failures.entry(code.clone()).or_default() += 1;
+    }
+    // 2. The surface: every applied write was pinned to the revision the
+    // sheet was at (the chain r1, r2, ... unbroken), and no value was
+    // applied twice.
+    let calls = env.surface().calls();
+    let mut at = revision_before(&calls, first_call);
+    let mut applied: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, c) in calls[first_call..].iter().enumerate() {
+        if c.tool != "sheet_set_cell" {
+            continue;
+        }
+        if c.outcome == CallOutcome::Written {
+            let pinned = c
+                .pinned
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("write {i} went out unpinned"));
+            assert_eq!(pinned, format!("r{at}"), "write {i} was applied stale");
+            at += 1;
+            let value = c.arguments["value"].as_str().unwrap().to_owned();
+            *applied.entry(value).or_default() += 1;
+        }
+    }
+    assert!(
+        applied.values().all(|n| *n == 1),
+        "a write was applied twice: {:?}",
+        applied.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
+    for (value, pinned, got, _) in reports.iter().flat_map(|r| r.ok.iter()) {
+        assert_eq!(
+            applied.get(value),
+            Some(&1),
+            "{value} succeeded but was not applied once"
+        );
+        assert_eq!(revision_number(pinned) + 1, revision_number(got), "{value}");
+    }
+    // 3. The store: no generation written twice, each write on the one
+    // before it.
+    let mut puts: Vec<(Option<u64>, u64)> = results
+        .iter()
+        .flat_map(|(_, log)| log.lock().unwrap().puts.clone())
+        .collect();
+    puts.sort_by_key(|p| p.1);
+    for w in puts.windows(2) {
+        assert!(w[0].1 < w[1].1, "generation {} written twice", w[0].1);
+    }
+    for (expected, new) in &puts {
+        assert_eq!(*expected, Some(new - 1));
+        assert!(*new > start_generation);
+    }
+    // 4. Nothing lost: the store's revision is the surface's, and a new
+    // worker's write goes out pinned to it and is applied.
+    let (last, _) = Worker::with(Kind::Blocking, env.port, &store_config, lease);
+    let surface_at = env.surface().revision();
+    let r = last
+        .call(
+            &id,
+            "sheet_set_cell",
+            json!({"address": "E1", "value": "after"}),
+        )
+        .unwrap();
+    assert_eq!(r.pinned.map(|p| p.token().to_owned()), Some(surface_at));
+
+    let first_ok_after_stop = reports
+        .iter()
+        .flat_map(|r| r.ok.iter().map(|o| o.3))
+        .filter(|t| *t > stopped_at)
+        .min()
+        .unwrap();
+    println!(
+        "failover: slot {slot} on {}:{} stopped after {before_stop} writes; a replica was promoted after {:.2?}; \
+         the first write after the stop succeeded after {:.2?}; {oks} writes applied once, failures {failures:?}, \
+         {} store writes in an unbroken chain; slowest call per worker ({kinds:?}): {:?}",
+        primary.host,
+        primary.port,
+        promoted_at - stopped_at,
+        first_ok_after_stop - stopped_at,
+        puts.len(),
+        reports
+            .iter()
+            .map(|r| format!(
+                "{:.2?} from {:+.2?}",
+                r.slowest.0,
+                r.slowest.1.map_or(0.0, |t| if t >= stopped_at {
+                    (t - stopped_at).as_secs_f64()
+                } else {
+                    -(stopped_at - t).as_secs_f64()
+                })
+            ))
+            .collect::<Vec<_>>(),
+    );
+    let _ = redis::cmd("DEL")
+        .arg(store.record_key(&id))
+        .query::<i64>(cluster.raw().like());
 }

@@ -138,16 +138,23 @@ impl Run {
 /// Runs the binary with `args`, with HUMAN_PLUS_TOKEN set to `token` (or
 /// removed), stdin closed, bounded by [`COMMAND_TIMEOUT`].
 pub fn run(args: &[&str], token: Option<&str>) -> Run {
+    run_with_env(args, token, &[])
+}
+
+/// [`run`], with these environment variables set as well.
+pub fn run_with_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("HUMAN_PLUS_PROXY_AUTH")
         .env_remove("NO_COLOR");
     if let Some(token) = token {
         cmd.env("HUMAN_PLUS_TOKEN", token);
     }
+    cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().unwrap();
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();

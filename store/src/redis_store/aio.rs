@@ -1,38 +1,113 @@
-//! The async flavour, on a redis-rs `ConnectionManager`.
+//! The async flavour, on a redis-rs `ConnectionManager` (one server) or a
+//! redis-rs async cluster connection.
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use human_plus_core::{Error, SurfaceAttachment};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterConfig;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::conn::{Backend, primary_of, wait_command};
+use super::release::{self, Releases};
 use super::{
-    Attempted, RESERVED_ID_PREFIX, RedisConfig, Shared, lock_token, millis, redis_error, scripts,
+    AcquireReply, Attempted, FailoverPause, PutReply, RESERVED_ID_PREFIX, RedisConfig, Shared,
+    classify, lock_token, lock_unconfirmed, millis, redis_error,
 };
 use crate::{AsyncAttachmentStore, LockGuard};
 
-/// Releases queued by dropped guards: `(lock key, token)`.
-#[derive(Default)]
-struct Releases {
-    queue: Mutex<VecDeque<(String, String)>>,
-    ready: Condvar,
+/// A live async connection: a clone of the store's shared one.
+#[derive(Clone)]
+enum Live {
+    Single(ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
 }
 
-impl Releases {
-    fn push(&self, key: String, token: String) {
-        if let Ok(mut q) = self.queue.lock() {
-            q.push_back((key, token));
+impl redis::aio::ConnectionLike for Live {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Live::Single(c) => c.req_packed_command(cmd),
+            Live::Cluster(c) => c.req_packed_command(cmd),
         }
-        self.ready.notify_one();
     }
 
-    fn take_all(&self) -> Vec<(String, String)> {
-        self.queue
-            .lock()
-            .map(|mut q| q.drain(..).collect())
-            .unwrap_or_default()
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Live::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Live::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Live::Single(c) => c.get_db(),
+            Live::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Live {
+    /// `WAIT n timeout_ms` where `key` was written.
+    async fn wait_replicas(
+        &mut self,
+        key: &str,
+        n: i64,
+        timeout_ms: u64,
+    ) -> redis::RedisResult<i64> {
+        let wait = wait_command(n, timeout_ms);
+        match self {
+            Live::Single(c) => wait.query_async(c).await,
+            Live::Cluster(c) => {
+                let value = c.route_command(wait, primary_of(key)).await?;
+                Ok(redis::FromRedisValue::from_redis_value(value)?)
+            }
+        }
+    }
+}
+
+/// The store's connection, and for a cluster the means to replace it
+/// with one that has read the slot map again.
+struct Connection {
+    live: Mutex<Live>,
+    /// When the cluster connection was last replaced (at most once per
+    /// 250 ms, however many tasks fail at once).
+    replaced: Mutex<Instant>,
+}
+
+impl Connection {
+    fn get(&self) -> Option<Live> {
+        self.live.lock().ok().map(|l| l.clone())
+    }
+}
+
+async fn connect(shared: &Shared) -> redis::RedisResult<Live> {
+    match &shared.backend {
+        Backend::Single(client) => {
+            let manager_config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(shared.connect_timeout))
+                .set_response_timeout(Some(shared.response_timeout))
+                .set_number_of_retries(3);
+            Ok(Live::Single(
+                client
+                    .get_connection_manager_with_config(manager_config)
+                    .await?,
+            ))
+        }
+        Backend::Cluster(client) => {
+            let config = ClusterConfig::new()
+                .set_connection_timeout(shared.connect_timeout)
+                .set_response_timeout(shared.response_timeout);
+            Ok(Live::Cluster(
+                client.get_async_connection_with_config(config).await?,
+            ))
+        }
     }
 }
 
@@ -42,43 +117,20 @@ impl Releases {
 /// through unseen) and from the place next in line (in case it held it).
 /// Both are no-ops when the token is not there.
 struct Pending<'a> {
-    releases: &'a Releases,
+    releases: &'a Arc<Releases>,
+    shared: &'a Arc<Shared>,
     key: &'a str,
     token: &'a str,
 }
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
+        let wait = self.shared.failover_wait;
         self.releases
-            .push(self.key.to_owned(), self.token.to_owned());
+            .push_retry(self.key.to_owned(), self.token.to_owned(), wait);
         self.releases
-            .push(Shared::next_key(self.key), self.token.to_owned());
-    }
-}
-
-/// Runs queued releases on a blocking connection until the store and
-/// every guard are gone (then it is the last owner of the queue).
-fn release_worker(releases: Arc<Releases>, shared: Arc<Shared>) {
-    loop {
-        let next = {
-            let Ok(mut q) = releases.queue.lock() else {
-                return;
-            };
-            if q.is_empty() {
-                if Arc::strong_count(&releases) == 1 {
-                    return;
-                }
-                q = match releases.ready.wait_timeout(q, Duration::from_secs(1)) {
-                    Ok((q, _)) => q,
-                    Err(_) => return,
-                };
-            }
-            q.pop_front()
-        };
-        if let Some((key, token)) = next {
-            // A failed release leaves the lock to its lease.
-            let _ = shared.release_blocking(&key, &token);
-        }
+            .push_retry(Shared::next_key(self.key), self.token.to_owned(), wait);
+        release::ensure_worker(self.releases, self.shared);
     }
 }
 
@@ -103,16 +155,18 @@ async fn sleep(d: Duration) {
 }
 
 /// The async Redis store: see the [module documentation](super) for the
-/// data layout, the scripts, the locks, the encryption, and how a dropped
-/// guard is released without blocking the executor.
+/// data layout, the scripts, the locks, failover, TLS, the encryption, and
+/// how a dropped guard is released without blocking the executor.
 ///
-/// It runs on one redis-rs `ConnectionManager`: a multiplexed connection
-/// (commands of every task pipelined on one socket) that reconnects after
-/// a failure. Build it inside the runtime that will use it: with the
-/// `redis-tokio` feature in a tokio runtime (with its timer enabled), with
-/// `redis-smol` under smol, async-std or any async-io executor. When both
-/// features are on, redis-rs and this store pick tokio inside a tokio
-/// runtime and async-io elsewhere.
+/// It runs on one redis-rs `ConnectionManager` (a multiplexed connection:
+/// commands of every task pipelined on one socket, reconnecting after a
+/// failure) or, for a cluster, one redis-rs async cluster connection (one
+/// multiplexed socket per node, replaced when a failover leaves it
+/// pointing at a primary that stopped). Build it inside the runtime that
+/// will use it: with the `redis-tokio` feature in a tokio runtime (with
+/// its timer enabled), with `redis-smol` under smol, async-std or any
+/// async-io executor. When both features are on, redis-rs and this store
+/// pick tokio inside a tokio runtime and async-io elsewhere.
 ///
 /// Cloning it shares the connection.
 ///
@@ -122,7 +176,7 @@ async fn sleep(d: Duration) {
 ///
 /// # async fn run() -> Result<(), human_plus_core::Error> {
 /// let store = AsyncRedisAttachmentStore::connect(
-///     RedisConfig::new("redis://127.0.0.1:6379/", Keyring::generate("k1")?),
+///     RedisConfig::cluster(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"], Keyring::generate("k1")?),
 /// )
 /// .await?;
 /// let guard = store.lock("surface_0123", Duration::from_secs(120)).await?;
@@ -135,7 +189,7 @@ async fn sleep(d: Duration) {
 #[derive(Clone)]
 pub struct AsyncRedisAttachmentStore {
     shared: Arc<Shared>,
-    conn: ConnectionManager,
+    conn: Arc<Connection>,
     releases: Arc<Releases>,
 }
 
@@ -143,41 +197,39 @@ impl fmt::Debug for AsyncRedisAttachmentStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncRedisAttachmentStore")
             .field("prefix", &self.shared.prefix)
+            .field("layout", &self.shared.layout)
             .field("keyring", &self.shared.keyring)
             .finish_non_exhaustive()
     }
 }
 
 impl AsyncRedisAttachmentStore {
-    /// Connects (the first connection is made here, so a wrong URL or an
-    /// unreachable server fails now) and starts the store's release
-    /// thread.
+    /// Connects (the first connection is made here, so a wrong URL, an
+    /// unreachable server or a certificate that is not trusted fails now;
+    /// not retried) and starts the store's release thread.
     ///
     /// # Errors
-    /// [`Error::Store`] when the URL is not valid, Redis does not answer,
-    /// or the release thread cannot be started.
+    /// As [`RedisAttachmentStore::open`](super::RedisAttachmentStore::open),
+    /// and when the release thread cannot be started.
     pub async fn connect(config: RedisConfig) -> Result<Self, Error> {
         let shared = Arc::new(Shared::new(config)?);
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(shared.connect_timeout))
-            .set_response_timeout(Some(shared.response_timeout))
-            .set_number_of_retries(3);
-        let conn = shared
-            .client
-            .get_connection_manager_with_config(manager_config)
+        let mut live = connect(&shared)
             .await
             .map_err(|e| redis_error("connect", &e))?;
+        // A cluster connection connects lazily in part: one PING proves
+        // the slot map was read and a primary answers.
+        let _: String = redis::cmd("PING")
+            .query_async(&mut live)
+            .await
+            .map_err(|e| redis_error("PING", &e))?;
         let releases = Arc::new(Releases::default());
-        let (worker_releases, worker_shared) = (Arc::clone(&releases), Arc::clone(&shared));
-        std::thread::Builder::new()
-            .name("human-plus-redis-release".to_owned())
-            .spawn(move || release_worker(worker_releases, worker_shared))
-            .map_err(|e| {
-                super::store_error(format!("the release thread could not be started: {e}"))
-            })?;
+        release::ensure_worker(&releases, &shared);
         Ok(AsyncRedisAttachmentStore {
             shared,
-            conn,
+            conn: Arc::new(Connection {
+                live: Mutex::new(live),
+                replaced: Mutex::new(Instant::now()),
+            }),
             releases,
         })
     }
@@ -209,6 +261,66 @@ impl AsyncRedisAttachmentStore {
         self.put_async(record, expected, Some(guard)).await
     }
 
+    fn live(&self) -> Result<Live, Error> {
+        self.conn
+            .get()
+            .ok_or_else(|| super::store_error("the Redis connection is poisoned"))
+    }
+
+    /// After a retryable failure on a cluster: a new cluster connection,
+    /// which reads the slot map from the seeds again (redis-rs does not
+    /// leave a primary that stopped answering on its own).
+    async fn replace_cluster_connection(&self) {
+        if !matches!(self.shared.backend, Backend::Cluster(_)) {
+            return;
+        }
+        {
+            let Ok(mut replaced) = self.conn.replaced.lock() else {
+                return;
+            };
+            if replaced.elapsed() < Duration::from_millis(250) {
+                return;
+            }
+            *replaced = Instant::now();
+        }
+        if let Ok(fresh) = connect(&self.shared).await
+            && let Ok(mut live) = self.conn.live.lock()
+        {
+            *live = fresh;
+        }
+    }
+
+    /// Runs `f` on the store's connection, again after a retryable
+    /// failure (for a cluster on a replaced connection), until it
+    /// succeeds, fails for good, or the failover wait has passed since the
+    /// first failure. Every `f` here is safe to replay.
+    async fn retrying<T, F, Fut>(&self, op: &str, mut f: F) -> Result<T, Error>
+    where
+        F: FnMut(Live) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let mut first_failure: Option<Instant> = None;
+        let mut pause = FailoverPause::new(op);
+        loop {
+            match f(self.live()?).await {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let failed_at = *first_failure.get_or_insert_with(Instant::now);
+                    let left = self
+                        .shared
+                        .failover_wait
+                        .saturating_sub(failed_at.elapsed());
+                    if !classify(&e).retryable || left.is_zero() {
+                        return Err(redis_error(op, &e));
+                    }
+                    tracing::debug!(op, error = %e, "redis failed; retrying");
+                    self.replace_cluster_connection().await;
+                    sleep(pause.next().min(left)).await;
+                }
+            }
+        }
+    }
+
     async fn put_async(
         &self,
         record: &SurfaceAttachment,
@@ -221,35 +333,79 @@ impl AsyncRedisAttachmentStore {
         let (generation, envelope) = self.shared.encode(record)?;
         let key = self.shared.record_key(record.id());
         let lock_key = fence.map(|g| (self.shared.lock_key(g.id()), g.token().to_owned()));
-        let reply = {
-            let inv = self.shared.put_invocation(
-                &key,
-                expected,
-                &generation,
-                &envelope,
-                lock_key.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
-            );
-            let mut conn = self.conn.clone();
-            inv.invoke_async(&mut conn)
-                .await
-                .map_err(|e| redis_error("put script", &e))?
-        };
-        Shared::put_outcome(record.id(), expected, reply)
+        let inv = self.shared.put_invocation(
+            &key,
+            expected,
+            &generation,
+            &envelope,
+            lock_key.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
+        );
+        let shared = &self.shared;
+        let (reply, acked) = self
+            .retrying("put script", |mut conn| {
+                let (inv, key) = (&inv, &key);
+                async move {
+                    let reply: PutReply = inv.invoke_async(&mut conn).await?;
+                    let acked = match shared.wait_for(reply.2) {
+                        Some((n, ms)) if reply.0 == 1 => {
+                            Some((n, conn.wait_replicas(key, n, ms).await?))
+                        }
+                        _ => None,
+                    };
+                    Ok((reply, acked))
+                }
+            })
+            .await?;
+        Shared::put_outcome(record.id(), expected, &reply, acked)
     }
 
-    /// Runs the releases queued by dropped guards, on this task.
-    async fn flush_releases(&self, conn: &mut ConnectionManager) {
-        for (key, token) in self.releases.take_all() {
-            let released: Result<i64, _> = scripts::RELEASE
-                .key(&key)
-                .arg(&token)
-                .invoke_async(conn)
-                .await;
-            if released.is_err() {
-                // Leave it to the release thread (and, failing that, the
-                // lease).
-                self.releases.push(key, token);
+    /// Runs the releases queued by dropped guards, on this task; one that
+    /// fails is left to the release thread.
+    async fn flush_releases(&self) {
+        for (key, token) in self.releases.take_due() {
+            let released = match self.live() {
+                Ok(mut conn) => Shared::release_invocation(&key, &token)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+                    .is_ok(),
+                Err(_) => false,
+            };
+            if !released {
+                self.releases
+                    .push_retry(key, token, self.shared.failover_wait);
+                release::ensure_worker(&self.releases, &self.shared);
             }
+        }
+    }
+
+    /// One attempt to take the lock (see the blocking flavour).
+    async fn acquire(&self, key: &str, token: &str, lease_ms: u64) -> Result<Attempted, Error> {
+        let inv = self.shared.acquire_invocation(key, token, lease_ms);
+        let shared = &self.shared;
+        let (attempted, acked) = self
+            .retrying("lock script", |mut conn| {
+                let inv = &inv;
+                async move {
+                    let (status, replicas): AcquireReply = inv.invoke_async(&mut conn).await?;
+                    let attempted = Attempted::from_reply(status);
+                    let acked = match shared.wait_for(replicas) {
+                        Some((n, ms)) if attempted == Attempted::Taken => {
+                            Some((n, conn.wait_replicas(key, n, ms).await?))
+                        }
+                        _ => None,
+                    };
+                    Ok((attempted, acked))
+                }
+            })
+            .await?;
+        match acked {
+            Some((asked, got)) if got < asked => {
+                self.releases
+                    .push_retry(key.to_owned(), token.to_owned(), shared.failover_wait);
+                release::ensure_worker(&self.releases, shared);
+                Err(lock_unconfirmed(key, asked, got))
+            }
+            _ => Ok(attempted),
         }
     }
 }
@@ -260,14 +416,19 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
             return Ok(None);
         }
         let key = self.shared.record_key(id);
-        let mut conn = self.conn.clone();
-        let fields: (Option<String>, Option<Vec<u8>>) = redis::cmd("HMGET")
-            .arg(&key)
-            .arg("g")
-            .arg("v")
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| redis_error("HMGET", &e))?;
+        let fields: (Option<String>, Option<Vec<u8>>) = self
+            .retrying("HMGET", |mut conn| {
+                let key = &key;
+                async move {
+                    redis::cmd("HMGET")
+                        .arg(key)
+                        .arg("g")
+                        .arg("v")
+                        .query_async(&mut conn)
+                        .await
+                }
+            })
+            .await?;
         self.shared.decode(id, fields)
     }
 
@@ -280,27 +441,25 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
         let token = lock_token()?;
         let lease_ms = millis(lease);
         let mut backoff = self.shared.backoff(&token);
-        let mut conn = self.conn.clone();
         let pending = Pending {
             releases: &self.releases,
+            shared: &self.shared,
             key: &key,
             token: &token,
         };
         loop {
-            self.flush_releases(&mut conn).await;
-            let reply: i64 = self
-                .shared
-                .acquire_invocation(&key, &token, lease_ms)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| redis_error("lock script", &e))?;
-            let attempted = Attempted::from_reply(reply);
+            self.flush_releases().await;
+            let attempted = self.acquire(&key, &token, lease_ms).await?;
             if attempted == Attempted::Taken {
                 std::mem::forget(pending);
                 let releases = Arc::clone(&self.releases);
                 let release_token = token.clone();
+                let wait = self.shared.failover_wait;
                 return Ok(LockGuard::new(id, token, move || {
-                    releases.push(key, release_token);
+                    // Run by this store's next lock call or by the release
+                    // thread, whichever comes first; retried after a
+                    // failure, as long as a failover may last.
+                    releases.push_retry(key, release_token, wait);
                 }));
             }
             sleep(backoff.next(attempted == Attempted::NextInLine)).await;
@@ -314,12 +473,14 @@ mod tests {
     use super::*;
     use crate::redis_store::Keyring;
 
-    /// A store on a port nothing listens on: releases fail fast.
+    /// A store on a port nothing listens on: releases fail fast, and are
+    /// not retried.
     fn shared() -> Arc<Shared> {
         Arc::new(
             Shared::new(
                 RedisConfig::new("redis://127.0.0.1:1/", Keyring::generate("k").unwrap())
-                    .connect_timeout(Duration::from_millis(200)),
+                    .connect_timeout(Duration::from_millis(200))
+                    .failover_wait(Duration::ZERO),
             )
             .unwrap(),
         )
@@ -332,14 +493,14 @@ mod tests {
         let worker = {
             let (releases, shared) = (Arc::clone(&releases), shared());
             std::thread::spawn(move || {
-                release_worker(releases, shared);
+                release::worker(&releases, &shared);
                 done_tx.send(()).unwrap();
             })
         };
         // A guard outliving the store still gets its release run.
         let guard_side = Arc::clone(&releases);
         drop(releases);
-        guard_side.push("k".into(), "t".into());
+        guard_side.push_retry("k".into(), "t".into(), Duration::ZERO);
         drop(guard_side);
         done_rx
             .recv_timeout(Duration::from_secs(5))
@@ -348,20 +509,42 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_release_is_retried_until_it_gives_up() {
+        let releases = Arc::new(Releases::default());
+        let shared = shared();
+        releases.push_retry("k".into(), "t".into(), Duration::from_millis(300));
+        let t = Instant::now();
+        let worker = {
+            let releases = Arc::clone(&releases);
+            std::thread::spawn(move || release::worker(&releases, &shared))
+        };
+        drop(releases);
+        worker.join().unwrap();
+        // Tried at once, then again after pauses, until 300 ms had passed.
+        assert!(
+            t.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
     fn a_pending_lock_call_queues_the_release_of_its_lock_and_place() {
-        let releases = Releases::default();
+        let releases = Arc::new(Releases::without_worker());
+        let shared = shared();
         drop(Pending {
             releases: &releases,
+            shared: &shared,
             key: "p:lock:a",
             token: "t1",
         });
         assert_eq!(
-            releases.take_all(),
+            releases.take_due(),
             vec![
                 ("p:lock:a".to_owned(), "t1".to_owned()),
                 ("p:lock:a#next".to_owned(), "t1".to_owned())
             ]
         );
-        assert!(releases.take_all().is_empty());
+        assert_eq!(releases.len(), 0);
     }
 }

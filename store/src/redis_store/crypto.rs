@@ -10,7 +10,7 @@
 //!          | ciphertext | tag (16 bytes)
 //!
 //! aad      = "human-plus/attachment/v1"
-//!          | u32 BE length | store key        (prefix + attachment id)
+//!          | u32 BE length | record name      (prefix + attachment id)
 //!          | u32 BE length | attachment id
 //!          | u32 BE length | key id
 //!          | u64 BE generation
@@ -20,7 +20,10 @@
 //! attachment it belongs to, to the key that sealed it and to the
 //! generation the store keeps beside it: a record copied to another key or
 //! id, relabelled with another key id, or paired with another generation
-//! fails authentication, exactly like flipped bytes.
+//! fails authentication, exactly like flipped bytes. The record name is
+//! the prefix and the id whatever the key layout (`prefix<id>` or the
+//! cluster's `prefix{<id>}`), so a record moved from one layout to the
+//! other under the same prefix and id still opens.
 
 use std::collections::BTreeMap;
 use std::fmt;

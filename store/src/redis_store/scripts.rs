@@ -1,9 +1,31 @@
 //! The Lua scripts, run with EVALSHA (loaded on a `NOSCRIPT` miss by
-//! [`redis::Script`]). Each touches only the keys it is given, so it is
-//! atomic on a single Redis (and on one cluster slot, should the keys be
-//! hash-tagged into one).
+//! [`redis::Script`]). Each touches only the keys it is given, which share
+//! one hash slot in the tagged layout, so each is atomic on a single Redis
+//! and on a cluster. Each is safe to replay: a command sent again after
+//! its answer was lost (a connection reset, a failover) gives the answer
+//! the first run would have given, and changes nothing more.
+//!
+//! The acquire and put scripts report, when asked, how many replicas the
+//! primary has connected (`INFO replication`), so the caller knows how
+//! many to `WAIT` for without a shard that lost its replica stalling.
 
 use std::sync::LazyLock;
+
+/// The Lua helper that reads the connected replicas when `flag` is `'1'`,
+/// and answers `-1` otherwise.
+macro_rules! replicas_fn {
+    () => {
+        r"
+local function replicas(flag)
+  if flag ~= '1' then
+    return -1
+  end
+  local info = redis.call('INFO', 'replication')
+  return tonumber(string.match(info, 'connected_slaves:(%d+)')) or 0
+end
+"
+    };
+}
 
 /// Compare-and-set of a record.
 ///
@@ -11,14 +33,19 @@ use std::sync::LazyLock;
 /// the envelope); `KEYS[2]` (optional) the lock key.
 /// `ARGV[1]` the expected generation (`""`: the key must not exist),
 /// `ARGV[2]` the new generation, `ARGV[3]` the envelope, `ARGV[4]` the TTL
-/// in milliseconds, `ARGV[5]` (with `KEYS[2]`) the caller's lock token.
+/// in milliseconds, `ARGV[5]` `'1'` to report the connected replicas,
+/// `ARGV[6]` (with `KEYS[2]`) the caller's lock token.
 ///
-/// Returns `{1, new}` when written, `{0, found}` on a generation mismatch
-/// (`found` is `""` for a missing record) and `{2, found}` when the lock
-/// is no longer held by the caller's token. Nothing is written unless it
-/// returns 1. A record key holding something else than our hash is an
-/// error, never overwritten.
-pub(crate) const PUT_SRC: &str = r"
+/// Returns `{1, new, replicas}` when written, or when this very write was
+/// applied already (the record holds the new generation and exactly this
+/// envelope, whose nonce is random: a replay); `{0, found, -1}` on a
+/// generation mismatch (`found` is `""` for a missing record) and `{2,
+/// found, -1}` when the lock is no longer held by the caller's token.
+/// Nothing is written unless it returns 1. A record key holding something
+/// else than our hash is an error, never overwritten.
+pub(crate) const PUT_SRC: &str = concat!(
+    replicas_fn!(),
+    r"
 local found = redis.call('HGET', KEYS[1], 'g')
 if not found then
   if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -27,15 +54,19 @@ if not found then
   found = ''
 end
 if found ~= ARGV[1] then
-  return {0, found}
+  if found == ARGV[2] and redis.call('HGET', KEYS[1], 'v') == ARGV[3] then
+    return {1, found, replicas(ARGV[5])}
+  end
+  return {0, found, -1}
 end
-if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[5] then
-  return {2, found}
+if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[6] then
+  return {2, found, -1}
 end
 redis.call('HSET', KEYS[1], 'g', ARGV[2], 'v', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {1, ARGV[2]}
-";
+return {1, ARGV[2], replicas(ARGV[5])}
+"
+);
 
 /// One attempt to take a lock: `SET lock token NX PX lease`, behind a
 /// one-place waiting line so a holder that releases and locks again at
@@ -43,31 +74,40 @@ return {1, ARGV[2]}
 ///
 /// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key; `ARGV[1]` the
 /// caller's token, `ARGV[2]` the lease in milliseconds, `ARGV[3]` how long
-/// a place in line is kept without being renewed, in milliseconds.
+/// a place in line is kept without being renewed, in milliseconds,
+/// `ARGV[4]` `'1'` to report the connected replicas.
 ///
-/// Returns 1 when the lock is taken (the caller's place in line, if it had
-/// it, is given up), 2 when it is held and the caller is next in line
-/// (claimed or renewed now), 0 when it is held, or free but promised to
-/// the worker next in line.
-pub(crate) const ACQUIRE_SRC: &str = r"
+/// Returns `{1, replicas}` when the lock is taken (the caller's place in
+/// line, if it had it, is given up), or already holds the caller's token
+/// (a replay); `{2, -1}` when it is held and the caller is next in line
+/// (claimed or renewed now); `{0, -1}` when it is held, or free but
+/// promised to the worker next in line.
+pub(crate) const ACQUIRE_SRC: &str = concat!(
+    replicas_fn!(),
+    r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1, replicas(ARGV[4])}
+end
 local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
-  return 0
+  return {0, -1}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if next then
     redis.call('DEL', KEYS[2])
   end
-  return 1
+  return {1, replicas(ARGV[4])}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return 2
-";
+return {2, -1}
+"
+);
 
 /// Compare-and-delete of a lock: `KEYS[1]` the lock key, `ARGV[1]` the
 /// holder's token. Deletes only while the lock still holds that token (a
 /// holder whose lease expired never frees its successor's lock). Returns
-/// 1 when deleted, 0 otherwise. (Also gives up a place in line.)
+/// 1 when deleted, 0 otherwise (a replay finds it gone). (Also gives up a
+/// place in line.)
 pub(crate) const RELEASE_SRC: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
