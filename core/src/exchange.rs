@@ -856,6 +856,21 @@ impl WarmLeg {
             .handle(RequestId::WARM, event, budget, fancy, now);
     }
 
+    /// The runtime could not keep the leg's request on the wire for all of
+    /// the time since the last operation (a parked poll it could only send
+    /// late): frames may have waited on the relay unseen, so a kept listing
+    /// is no longer provably current and the next operation lists again.
+    ///
+    /// ```
+    /// # fn f(leg: &mut human_plus_core::WarmLeg) {
+    /// leg.gap();
+    /// assert!(!leg.has_listing());
+    /// # }
+    /// ```
+    pub fn gap(&mut self) {
+        self.state.listing = None;
+    }
+
     /// Whether the leg can still carry a reply (a live SSE stream, or a
     /// long-poll subscriber).
     #[must_use]
@@ -1092,7 +1107,14 @@ impl Exchange {
             return;
         }
         if let Some(id) = self.post_id() {
-            io.transmits.push_back(Transmit::Cancel(id));
+            // A reply is proof the POST was delivered: let its answer come,
+            // so its connection is kept. Otherwise it must not go on.
+            io.transmits
+                .push_back(if result.is_ok() && self.expect.is_some() {
+                    Transmit::Release(id)
+                } else {
+                    Transmit::Cancel(id)
+                });
         }
         if let Some(Receive {
             kind: Kind::Poll { next_at, .. },

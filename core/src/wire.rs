@@ -119,6 +119,13 @@ pub enum Transmit {
     Request(HttpRequest),
     /// Stop this request (close its stream); its further input is ignored.
     Cancel(RequestId),
+    /// The core no longer needs this POST: it was delivered (its reply
+    /// already arrived) and only its HTTP answer is outstanding. Let it
+    /// finish quietly, bounded by its deadline, so its connection can be
+    /// kept; its further input is ignored, and it is never sent again. A
+    /// runtime that cannot let it finish may treat this as
+    /// [`Transmit::Cancel`].
+    Release(RequestId),
 }
 
 /// How replies come back from the relay.

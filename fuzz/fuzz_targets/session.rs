@@ -184,7 +184,7 @@ impl<'a> Relay<'a> {
     /// A transmit from the operation.
     fn transmit(&mut self, t: Transmit) {
         match t {
-            Transmit::Cancel(id) => {
+            Transmit::Cancel(id) | Transmit::Release(id) => {
                 assert!(
                     self.seen_requests.contains(&id),
                     "cancel of an unknown request {id}"

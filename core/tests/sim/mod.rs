@@ -428,7 +428,7 @@ impl Sim {
 
     fn transmit(&mut self, t: Transmit) {
         match t {
-            Transmit::Cancel(id) => self.close(id),
+            Transmit::Cancel(id) | Transmit::Release(id) => self.close(id),
             Transmit::Request(req) => self.start(req),
         }
     }
