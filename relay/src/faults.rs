@@ -108,6 +108,7 @@ pub struct Faults {
     sse_gone_after: Option<usize>,
     sse_oversize: Option<usize>,
     lose_inbox_answers: Option<Remaining>,
+    lose_answers_to: Option<String>,
     pages: bool,
 }
 
@@ -258,6 +259,14 @@ impl Faults {
     #[must_use]
     pub fn lose_inbox_answers_times(mut self, times: u32) -> Faults {
         self.lose_inbox_answers = Some(Remaining::Times(times));
+        self
+    }
+
+    /// Limits [`Faults::lose_inbox_answers`] to frames of JSON-RPC `method`
+    /// (`tools/call`, say): other POSTs are answered.
+    #[must_use]
+    pub fn lose_answers_to(mut self, method: impl Into<String>) -> Faults {
+        self.lose_answers_to = Some(method.into());
         self
     }
 

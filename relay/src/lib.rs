@@ -54,8 +54,8 @@ pub use broker::{Direction, ReceiveLeg, SubscriberInfo};
 pub use cors::{CorsError, CorsPolicy};
 pub use faults::{Faults, Leg};
 pub use server::{
-    DEFAULT_BODY_LIMIT, DEFAULT_KEEPALIVE, DEFAULT_POLL_IDLE, DEFAULT_REAP_INTERVAL,
-    DEFAULT_SESSION_TTL, RelayHandle, RelayServer, RelayServerBuilder,
+    DEFAULT_BODY_LIMIT, DEFAULT_KEEP_ALIVE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_POLL_IDLE,
+    DEFAULT_REAP_INTERVAL, DEFAULT_SESSION_TTL, RelayHandle, RelayServer, RelayServerBuilder,
 };
 pub use surface::{
     Actor, CallOutcome, CallRecord, Change, DemoSurface, DemoSurfaceBuilder, Notification, Person,

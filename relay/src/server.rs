@@ -7,9 +7,8 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
@@ -51,6 +50,9 @@ pub(crate) struct Shared {
     pub(crate) keep_alive_timeout: Duration,
     /// Connections accepted so far.
     pub(crate) accepted: std::sync::atomic::AtomicUsize,
+    /// Bumped to close every connection once it is idle (see
+    /// [`RelayHandle::close_idle_connections`]; shutdown bumps it too).
+    pub(crate) close_idle: watch::Sender<u64>,
 }
 
 /// Entry point: `RelayServer::builder()...start().await`.
@@ -221,6 +223,7 @@ impl RelayServerBuilder {
             answer_413: self.answer_413,
             keep_alive_timeout: self.keep_alive_timeout,
             accepted: std::sync::atomic::AtomicUsize::new(0),
+            close_idle: watch::Sender::new(0),
         });
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let host = match addr.ip() {
@@ -308,6 +311,18 @@ impl RelayHandle {
         lock(&self.shared.broker).set_default_faults(faults);
     }
 
+    /// Closes every connection as soon as it is idle, as Node does when a
+    /// kept connection's keep-alive timeout runs out: an idle kept
+    /// connection is closed now, one serving a request (an SSE stream, a
+    /// parked poll) after its response, with `connection: close`. Tests use
+    /// this to close kept connections between two requests of an agent
+    /// deterministically, instead of racing a timer against them.
+    pub fn close_idle_connections(&self) {
+        self.shared
+            .close_idle
+            .send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// The ids of the live sessions, sorted.
     #[must_use]
     pub fn sessions(&self) -> Vec<String> {
@@ -369,7 +384,6 @@ async fn accept_loop(
     tls: Option<TlsConfig>,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let graceful = GracefulShutdown::new();
     let mut conns: JoinSet<()> = JoinSet::new();
     let acceptor = tls.as_ref().map(TlsConfig::acceptor);
     loop {
@@ -380,10 +394,9 @@ async fn accept_loop(
                 Ok((stream, peer)) => {
                     tracing::trace!(%peer, "connection");
                     shared.accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let watcher = graceful.watcher();
                     let shared = Arc::clone(&shared);
                     let acceptor = acceptor.clone();
-                    conns.spawn(connection(stream, shared, acceptor, watcher));
+                    conns.spawn(connection(stream, shared, acceptor));
                 }
                 Err(error) => {
                     // Out of descriptors and the like: back off, keep serving.
@@ -395,10 +408,10 @@ async fn accept_loop(
     }
     drop(listener);
     lock(&shared.broker).dispose();
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    // Every connection closes once its response (if any) is done.
+    shared.close_idle.send_modify(|n| *n = n.wrapping_add(1));
+    let drained = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         tracing::debug!("shutdown grace elapsed; cutting remaining connections");
     }
     conns.abort_all();
@@ -409,14 +422,13 @@ async fn connection(
     stream: TcpStream,
     shared: Arc<Shared>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
-    watcher: Watcher,
 ) {
     let _ = stream.set_nodelay(true);
     match acceptor {
-        None => serve(TokioIo::new(stream), shared, watcher).await,
+        None => serve(TokioIo::new(stream), shared).await,
         Some(acceptor) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve(TokioIo::new(tls), shared, watcher).await,
+                Ok(Ok(tls)) => serve(TokioIo::new(tls), shared).await,
                 Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
                 Err(_) => tracing::debug!("TLS handshake timed out"),
             }
@@ -424,19 +436,35 @@ async fn connection(
     }
 }
 
-async fn serve<I>(io: I, shared: Arc<Shared>, watcher: Watcher)
+async fn serve<I>(io: I, shared: Arc<Shared>)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     // hyper's header read timeout also runs while a kept connection waits
     // idle for its next request: Node's keep-alive timeout.
     let idle = shared.keep_alive_timeout;
+    let mut close = shared.close_idle.subscribe();
+    close.mark_unchanged();
     let service = service_fn(move |req| routes::handle(Arc::clone(&shared), req));
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(idle)
         .serve_connection(io, service);
-    if let Err(error) = watcher.watch(conn).await {
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = false;
+    let ended = loop {
+        tokio::select! {
+            ended = conn.as_mut() => break ended,
+            changed = close.changed(), if !closing => {
+                // Idle: closed now. Busy: closed after this response.
+                closing = true;
+                if changed.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    };
+    if let Err(error) = ended {
         tracing::debug!(%error, "connection ended with an error");
     }
 }

@@ -407,3 +407,31 @@ async fn an_idle_kept_connection_is_closed_after_the_keep_alive_timeout() {
     );
     relay.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_idle_connections_closes_an_idle_kept_connection_at_once() {
+    let relay = RelayServer::builder().start().await.unwrap();
+    let addr = relay.addr();
+    register(addr, "closing", TOKEN).await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let target = format!("/closing/poll?token={TOKEN}&direction=outbound&wait=0");
+    stream
+        .write_all(format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("\"frames\"") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "answered before the close");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // Kept (the keep-alive timeout is Node's 5 s) until the relay is told.
+    let still = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
+    assert!(still.is_err(), "still open: {still:?}");
+    relay.close_idle_connections();
+    let closed = tokio::time::timeout(SOON, stream.read(&mut buf)).await;
+    assert!(matches!(closed, Ok(Ok(0))), "closed: {closed:?}");
+    relay.shutdown().await;
+}

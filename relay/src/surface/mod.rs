@@ -747,6 +747,62 @@ impl DemoSurface {
         }
     }
 
+    /// How many requests of `method` the surface received (`tools/list`,
+    /// `initialize`, ...).
+    #[must_use]
+    pub fn requests(&self, method: &str) -> usize {
+        lock(&self.inner.sheet)
+            .requests
+            .iter()
+            .filter(|m| *m == method)
+            .count()
+    }
+
+    /// Redefines tool `name` with another description (so its digest
+    /// changes), and tells every agent with
+    /// `notifications/tools/list_changed`, as a page does when it
+    /// re-registers a tool.
+    ///
+    /// # Errors
+    /// When the notification cannot be posted.
+    pub async fn redefine_tool(&self, name: &str, description: &str) -> Result<(), SurfaceError> {
+        lock(&self.inner.sheet)
+            .tool_edits
+            .descriptions
+            .insert(name.to_owned(), description.to_owned());
+        self.list_changed().await
+    }
+
+    /// Offers one more tool (a whole MCP definition), and tells every agent.
+    ///
+    /// # Errors
+    /// When the notification cannot be posted.
+    pub async fn add_tool(&self, definition: Value) -> Result<(), SurfaceError> {
+        lock(&self.inner.sheet).tool_edits.added.push(definition);
+        self.list_changed().await
+    }
+
+    /// Stops offering tool `name`, and tells every agent.
+    ///
+    /// # Errors
+    /// When the notification cannot be posted.
+    pub async fn remove_tool(&self, name: &str) -> Result<(), SurfaceError> {
+        {
+            let mut sheet = lock(&self.inner.sheet);
+            sheet.tool_edits.removed.insert(name.to_owned());
+            sheet
+                .tool_edits
+                .added
+                .retain(|t| t.get("name").and_then(Value::as_str) != Some(name));
+        }
+        self.list_changed().await
+    }
+
+    async fn list_changed(&self) -> Result<(), SurfaceError> {
+        let frame = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        self.inner.post_outbox(frame.to_string()).await
+    }
+
     /// Posts a notification from the page to every agent (`outbox`).
     pub async fn notify(&self, method: &str, params: Value) -> Result<(), SurfaceError> {
         let frame = json!({"jsonrpc": "2.0", "method": method, "params": params});

@@ -42,6 +42,22 @@ pub(crate) struct Sheet {
     pub(crate) calls: Vec<CallRecord>,
     pub(crate) notifications: Vec<Notification>,
     pub(crate) peers: BTreeSet<String>,
+    /// The method of every request received, in order.
+    pub(crate) requests: Vec<String>,
+    /// How the tools differ from the demo's set (changed while serving).
+    pub(crate) tool_edits: ToolEdits,
+}
+
+/// Changes to the demo's tool set made while the surface serves: what a
+/// page does when a component mounts, unmounts or is redefined.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ToolEdits {
+    /// Tool name -> a new description (changes its digest).
+    pub(crate) descriptions: BTreeMap<String, String>,
+    /// Tools no longer offered.
+    pub(crate) removed: BTreeSet<String>,
+    /// Tools offered besides the demo's (whole definitions).
+    pub(crate) added: Vec<Value>,
 }
 
 /// The default content: a small inventory.
@@ -232,10 +248,11 @@ impl Sheet {
             self.notification(&method, params);
             return None;
         };
+        push_bounded(&mut self.requests, method.clone());
         let outcome = match method.as_str() {
             "initialize" => Ok(self.initialize(behaviour)),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": tool_definitions(behaviour) })),
+            "tools/list" => Ok(json!({ "tools": self.tools(behaviour) })),
             "tools/call" => self.tools_call(behaviour, &params),
             other => Err(rpc_error(
                 -32601,
@@ -247,6 +264,28 @@ impl Sheet {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
         })
+    }
+
+    /// The tools offered now: the demo's, with the edits made since.
+    pub(crate) fn tools(&self, behaviour: &Behaviour) -> Vec<Value> {
+        let edits = &self.tool_edits;
+        let mut tools: Vec<Value> = tool_definitions(behaviour)
+            .into_iter()
+            .filter(|t| {
+                t.get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(|n| !edits.removed.contains(n))
+            })
+            .map(|mut t| {
+                let name = t.get("name").and_then(Value::as_str).map(str::to_owned);
+                if let Some(d) = name.and_then(|n| edits.descriptions.get(&n)) {
+                    t["description"] = Value::String(d.clone());
+                }
+                t
+            })
+            .collect();
+        tools.extend(edits.added.iter().cloned());
+        tools
     }
 
     fn notification(&mut self, method: &str, params: Value) {
@@ -298,7 +337,8 @@ impl Sheet {
             .and_then(|m| m.get("revision"))
             .filter(|r| !r.is_null())
             .cloned();
-        let known = tool_definitions(behaviour)
+        let known = self
+            .tools(behaviour)
             .iter()
             .any(|t| t.get("name").and_then(Value::as_str) == Some(name));
         let mut record = CallRecord {
