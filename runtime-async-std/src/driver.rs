@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::Instant;
 
@@ -24,6 +25,22 @@ use human_plus_runtime::KeptStream;
 
 use crate::transport::{self, Context, EventQueue, RequestFuture};
 
+/// The most polls of a warm stream's future when an operation starts.
+const DRAIN_POLLS: usize = 64;
+
+/// A waker that only records that it was woken.
+struct Woken(AtomicBool);
+
+impl std::task::Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 enum Input {
     Event(RequestId, HttpEvent),
     Timeout,
@@ -31,12 +48,21 @@ enum Input {
 
 /// A warm attachment's open stream (request [`RequestId::WARM`]) and the
 /// queue its events go to. Between operations nothing polls it (nothing is
-/// spawned): the socket buffers, and [`WarmStream::drain_into`] reads what
-/// is already there before the next operation starts. Dropping it closes
-/// the stream.
+/// spawned): a poll parked as an operation ends is written before the
+/// outcome is handed back (on a kept connection; one that needs a new
+/// connection goes out only when the next operation starts, which that
+/// operation's leg counts as a gap, so it lists again); the socket
+/// buffers what the relay sends meanwhile, and [`WarmStream::drain_into`]
+/// reads what is already there before the next operation starts, stamping
+/// it with the moment the stream was kept — the earliest it can have
+/// arrived — so a leg that went silent, or a parked poll that returned long
+/// ago (its subscriber maybe pruned since), is never taken for a fresh one.
+/// Dropping it closes the stream.
 pub struct WarmStream {
     fut: Option<RequestFuture>,
     queue: EventQueue,
+    /// When the last operation handed it back.
+    kept_at: Instant,
 }
 
 impl std::fmt::Debug for WarmStream {
@@ -49,17 +75,52 @@ impl KeptStream for WarmStream {
     /// Reads whatever the stream already delivered, without waiting, and
     /// feeds it to `leg`; a finished stream is the stream's end.
     fn drain_into(&mut self, leg: &mut WarmLeg) {
-        if let Some(fut) = self.fut.as_mut() {
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if !self.queue.written() {
+            // The parked poll could not be written when the last operation
+            // ended (it needed a new connection): only now does it go out,
+            // so it did not cover the time in between.
+            leg.gap();
+        }
+        let at = self.kept_at;
+        self.poll_while_woken(Some(&mut |event| leg.handle_event(event, at)));
+        while let Some((_, event)) = self.queue.pop() {
+            leg.handle_event(event, self.kept_at);
+        }
+        if self.fut.is_none() {
+            leg.handle_event(HttpEvent::End, self.kept_at);
+        }
+    }
+}
+
+impl WarmStream {
+    /// Polls the stream's future while it makes progress, handing every
+    /// event to `feed` (or leaving them queued).
+    fn poll_while_woken(&mut self, mut feed: Option<&mut dyn FnMut(HttpEvent)>) {
+        // Poll while the stream's future makes progress: a poll that wakes
+        // it again (a chunk moved through hyper's body channel, a response
+        // head handed over, a yield after a chunk) means there is more to
+        // do now; one that leaves it waiting on the socket or a timer, not
+        // woken, means everything already there was read. Bounded, so a
+        // relay streaming without pause cannot hold the operation here.
+        let woken = Arc::new(Woken(AtomicBool::new(false)));
+        let waker = std::task::Waker::from(Arc::clone(&woken));
+        let mut cx = std::task::Context::from_waker(&waker);
+        for _ in 0..DRAIN_POLLS {
+            let Some(fut) = self.fut.as_mut() else {
+                break;
+            };
+            woken.0.store(false, Ordering::SeqCst);
             if fut.as_mut().poll(&mut cx).is_ready() {
                 self.fut = None;
             }
-        }
-        while let Some((_, event)) = self.queue.pop() {
-            leg.handle_event(event, Instant::now());
-        }
-        if self.fut.is_none() {
-            leg.handle_event(HttpEvent::End, Instant::now());
+            if let Some(feed) = feed.as_mut() {
+                while let Some((_, event)) = self.queue.pop() {
+                    feed(event);
+                }
+            }
+            if !woken.0.load(Ordering::SeqCst) {
+                break;
+            }
         }
     }
 }
@@ -84,6 +145,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                     warm = Some(WarmStream {
                         fut: Some(fut),
                         queue: wq,
+                        kept_at: Instant::now(),
                     });
                 }
                 Transmit::Cancel(RequestId::WARM) => {
@@ -105,12 +167,29 @@ pub(crate) async fn drive<T: OperationOutput>(
                     inflight.retain(|(r, _)| *r != id);
                     queue.forget(id);
                 }
+                Transmit::Release(id) => {
+                    // Delivered: its answer is read to its end when the
+                    // next request starts, so its connection is kept.
+                    if let Some(at) = inflight.iter().position(|(r, _)| *r == id) {
+                        let (_, fut) = inflight.swap_remove(at);
+                        ctx.linger(fut);
+                    }
+                    queue.forget(id);
+                }
             }
         }
         if let Some(outcome) = op.poll_outcome() {
             // Dropping the set closes every request still open.
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
-            return (outcome, if keep { warm } else { None });
+            let kept = warm.filter(|_| keep).map(|mut w| {
+                // Sends a poll just parked, on a kept connection, before the
+                // caller gets the outcome (its events wait in the queue for
+                // the next operation).
+                w.kept_at = Instant::now();
+                w.poll_while_woken(None);
+                w
+            });
+            return (outcome, kept);
         }
         match next_input(&mut inflight, &queue, &mut warm, op.poll_timeout()).await {
             Input::Event(id, event) => op.handle_event(id, event, Instant::now()),

@@ -141,6 +141,7 @@ impl Driver for AsyncIo {
         AsyncIo {
             ctx: Arc::new(Context {
                 pool: std::sync::Mutex::new(ConnectionPool::new(net.pool)),
+                lingering: std::sync::Mutex::default(),
                 net,
             }),
         }

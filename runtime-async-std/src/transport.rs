@@ -11,7 +11,9 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Instant;
 
 use async_io::Timer;
@@ -28,16 +30,30 @@ use human_plus_core::{
 use rustls_pki_types::ServerName;
 use smol_hyper::rt::FuturesIo;
 
-use human_plus_runtime::{NetSettings, Resolve};
+use human_plus_runtime::{BodyReport, NetSettings, Resolve};
 
 /// What every request of a manager shares.
-#[derive(Debug)]
 pub(crate) struct Context {
     /// The TLS configuration, the resolver and the connect timeout.
     pub(crate) net: NetSettings<dyn Resolve>,
     /// Kept connections, by key.
     pub(crate) pool: Mutex<ConnectionPool<Connection>>,
+    /// Released POSTs whose answer is still to be read: nothing is spawned,
+    /// so they are polled when the next request starts, which reads the
+    /// answer (already in the socket by then) and keeps the connection.
+    pub(crate) lingering: Mutex<Vec<RequestFuture>>,
 }
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("net", &self.net)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The most released POSTs kept lingering; the oldest is dropped first.
+const MAX_LINGERING: usize = 16;
 
 /// The events of every request of one operation, in arrival order. Only
 /// the operation's own driver polls the request futures, so a push never
@@ -45,6 +61,10 @@ pub(crate) struct Context {
 #[derive(Clone, Default)]
 pub(crate) struct EventQueue {
     inner: Arc<Mutex<VecDeque<(RequestId, HttpEvent)>>>,
+    /// Set once a request reporting here wrote its first bytes to its
+    /// connection (a warm stream's queue has one request: so, whether the
+    /// parked poll is on the wire).
+    written: Arc<AtomicBool>,
 }
 
 impl EventQueue {
@@ -60,6 +80,11 @@ impl EventQueue {
 
     pub(crate) fn pop(&self) -> Option<(RequestId, HttpEvent)> {
         self.lock().pop_front()
+    }
+
+    /// Whether a request reporting here has written to its connection.
+    pub(crate) fn written(&self) -> bool {
+        self.written.load(Ordering::SeqCst)
     }
 
     /// Forgets the queued events of a cancelled request.
@@ -359,6 +384,8 @@ fn build_request(
 /// closed meanwhile is found closed.
 pub(crate) struct Connection {
     sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    /// Told when the next bytes go out on the socket.
+    watch: Arc<WriteWatch>,
     driver: Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>,
     /// The driver finished: the connection is closed.
     done: bool,
@@ -377,6 +404,11 @@ impl Connection {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        let watch = Arc::new(WriteWatch::default());
+        let io = Watched {
+            io,
+            watch: Arc::clone(&watch),
+        };
         let (sender, driver) = hyper::client::conn::http1::Builder::new()
             .handshake::<_, Full<Bytes>>(FuturesIo::new(io))
             .await
@@ -388,6 +420,7 @@ impl Connection {
             })?;
         Ok(Connection {
             sender,
+            watch,
             driver: Box::pin(driver),
             done: false,
         })
@@ -407,10 +440,130 @@ impl Connection {
     }
 }
 
+/// Which flag the next write on a connection sets.
+#[derive(Default)]
+struct WriteWatch {
+    flag: Mutex<Option<Arc<AtomicBool>>>,
+}
+
+impl WriteWatch {
+    /// The next bytes written set `flag`.
+    fn arm(&self, flag: &Arc<AtomicBool>) {
+        *self
+            .flag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(flag));
+    }
+
+    fn wrote(&self) {
+        if let Some(flag) = self
+            .flag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A connection's stream, telling its [`WriteWatch`] when bytes go out.
+struct Watched<IO> {
+    io: IO,
+    watch: Arc<WriteWatch>,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.watch.wrote();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.watch.wrote();
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_close(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_close(cx)
+    }
+}
+
 impl Context {
+    /// Keeps a released POST's future, to finish reading its answer later.
+    pub(crate) fn linger(&self, fut: RequestFuture) {
+        let mut lingering = self
+            .lingering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lingering.len() >= MAX_LINGERING {
+            drop(lingering.remove(0));
+        }
+        lingering.push(fut);
+    }
+
+    /// Polls the lingering POSTs once; those that finish put their
+    /// connection back.
+    fn settle_lingering(&self) {
+        let mut lingering = std::mem::take(
+            &mut *self
+                .lingering
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        for _ in 0..4 {
+            lingering.retain_mut(|fut| fut.as_mut().poll(&mut cx).is_pending());
+        }
+        if !lingering.is_empty() {
+            let mut kept = self
+                .lingering
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            kept.extend(lingering);
+            let excess = kept.len().saturating_sub(MAX_LINGERING);
+            kept.drain(..excess);
+        }
+    }
+
     /// A kept connection for `key` that is still usable, and when it was
     /// made.
     fn take(&self, key: &ConnectionKey) -> Option<(Connection, Instant)> {
+        self.settle_lingering();
         let mut pool = self
             .pool
             .lock()
@@ -450,13 +603,16 @@ async fn exchange(
     queue: &EventQueue,
 ) -> Result<(), Failure> {
     let id = req.id;
+    let mut report = BodyReport::for_leg(req.leg);
     let request = build_request(endpoint, req).map_err(Failure::before_writing)?;
     let io_error =
         |what: &str, e: hyper::Error| transport(TransportErrorKind::Io, format!("{what}: {e}"));
+    connection.watch.arm(&queue.written);
     let Connection {
         sender,
         driver,
         done,
+        ..
     } = &mut connection;
     let driver = async {
         // The connection's own errors surface through the response or the
@@ -492,8 +648,9 @@ async fn exchange(
                 .map_err(|e| Failure::Lost(io_error("reading the relay's response failed", e)))?;
             if let Ok(data) = frame.into_data()
                 && !data.is_empty()
+                && let Some(bytes) = report.chunk(&data)
             {
-                queue.push(id, HttpEvent::Body(data.to_vec()));
+                queue.push(id, HttpEvent::Body(bytes));
                 // Hand control back to the driver after every chunk, so a
                 // relay that streams without pause cannot starve it.
                 future::yield_now().await;
@@ -508,8 +665,12 @@ async fn exchange(
         Ok(future::or(ready, wait).await == Some(true))
     };
     let reusable = future::or(work, driver).await?;
+    // Kept before the core hears the answer and sends its next request.
     if reusable {
         ctx.put(key, connection, created);
+    }
+    if let Some(bytes) = report.end() {
+        queue.push(id, HttpEvent::Body(bytes));
     }
     queue.push(id, HttpEvent::End);
     Ok(())

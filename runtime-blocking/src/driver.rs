@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    ConnectionKey, Error, HttpEvent, HttpMethod, HttpRequest, Operation, OperationOutput, Outcome,
-    RelayEndpoint, RequestId, Transmit, TransportError, TransportErrorKind, WarmLeg,
+    ConnectionKey, Error, HttpEvent, HttpMethod, HttpRequest, Leg, Operation, OperationOutput,
+    Outcome, RelayEndpoint, RequestId, Transmit, TransportError, TransportErrorKind, WarmLeg,
 };
-use human_plus_runtime::{KeptStream, NetSettings};
+use human_plus_runtime::{BodyReport, KeptStream, NetSettings};
 use ureq::Agent;
 
 use crate::current::{self, Current};
@@ -153,6 +153,11 @@ pub(crate) fn drive<T: OperationOutput>(
                         tracing::debug!(request = %id, "request cancelled");
                         ctl.cancel();
                     }
+                }
+                Transmit::Release(id) => {
+                    // Delivered: its thread reads the answer to its end and
+                    // ureq keeps the connection; nobody listens any more.
+                    live.remove(&id);
                 }
             }
         }
@@ -394,10 +399,15 @@ fn exchange(
     let response = response.map_err(|e| fail(&e, &failures, ctl))?;
     let status = response.status().as_u16();
     tracing::debug!(request = %req.id, status, "relay response head");
-    if !send(HttpEvent::Head(status)) {
+    // A POST is read to its end even when nobody listens any more (its
+    // exchange released it): ureq then keeps its connection. A receive leg
+    // stops as soon as nobody listens.
+    let finish_quietly = req.leg == Leg::Post;
+    if !send(HttpEvent::Head(status)) && !finish_quietly {
         return Err(Stop::Quiet);
     }
     let mut reader = response.into_body().into_reader();
+    let mut report = BodyReport::for_leg(req.leg);
     let mut buf = vec![0u8; CHUNK];
     loop {
         if ctl.is_cancelled() {
@@ -405,11 +415,21 @@ fn exchange(
         }
         match reader.read(&mut buf) {
             // Read to its end: ureq keeps the connection for the next
-            // request of this key.
-            Ok(0) => return Ok(()),
+            // request of this key (before the core hears the answer).
+            Ok(0) => {
+                ctl.finish();
+                drop(reader);
+                if let Some(bytes) = report.end() {
+                    send(HttpEvent::Body(bytes));
+                }
+                return Ok(());
+            }
             Ok(n) => {
-                let chunk = buf.get(..n).unwrap_or_default().to_vec();
-                if !send(HttpEvent::Body(chunk)) {
+                let chunk = buf.get(..n).unwrap_or_default();
+                if let Some(bytes) = report.chunk(chunk)
+                    && !send(HttpEvent::Body(bytes))
+                    && !finish_quietly
+                {
                     return Err(Stop::Quiet);
                 }
             }

@@ -81,6 +81,16 @@ impl RequestCtl {
         self.cancelled.load(Ordering::SeqCst)
     }
 
+    /// The request read its answer to the end: its connection goes back to
+    /// the kept ones, where a later cancel must not reach it (it may serve
+    /// another request by then), so the handle on its socket is let go.
+    pub(crate) fn finish(&self) {
+        self.socket
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
     /// Keeps a handle on `socket` so [`RequestCtl::cancel`] can shut it
     /// down; fails (and shuts it down) if the request is already cancelled.
     fn attach(&self, socket: &TcpStream) -> io::Result<()> {

@@ -96,7 +96,11 @@ pub trait KeptStream: Send + 'static {
     const KEPT: bool = true;
 
     /// Feeds `leg` whatever the stream delivered while no operation ran,
-    /// without waiting; a stream that ended is the leg's end.
+    /// without waiting; a stream that ended is the leg's end. Each event is
+    /// stamped with when it arrived, or, by a runtime that does not read
+    /// between operations, with the earliest moment it could have: when
+    /// the stream was kept (so a leg's silence and a poll's age are never
+    /// underestimated).
     fn drain_into(&mut self, leg: &mut WarmLeg);
 }
 

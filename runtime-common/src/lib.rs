@@ -32,6 +32,7 @@
 )]
 
 mod blocking;
+mod body;
 mod driver;
 mod manager;
 mod resolve;
@@ -40,6 +41,7 @@ mod rig;
 mod toolset;
 
 pub use blocking::{BlockingHumanPlus, SyncStore, block_on};
+pub use body::{BodyReport, WHOLE_BODY_CAP};
 pub use driver::{
     AsyncFlavour, BlockingFlavour, Drive, Driven, Driver, Flavour, KeptStream, ManagerOf,
     NetSettings, ResolverOf,

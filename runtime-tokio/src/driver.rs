@@ -18,7 +18,7 @@ use human_plus_core::{
 };
 use human_plus_runtime::KeptStream;
 use tokio::sync::mpsc;
-use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinHandle};
 use tracing::Instrument;
 
 use crate::connect::{Connector, transport};
@@ -37,34 +37,35 @@ pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// The requests of one operation in flight.
+/// The requests of one operation in flight. A released POST (delivered:
+/// its reply arrived) is no longer among them: its task finishes on its
+/// own, so its connection is kept.
 struct InFlight {
-    tasks: JoinSet<()>,
     handles: HashMap<RequestId, AbortHandle>,
 }
 
 impl InFlight {
     fn new() -> Self {
         InFlight {
-            tasks: JoinSet::new(),
             handles: HashMap::new(),
         }
     }
 
     /// Forgets finished tasks.
     fn reap(&mut self) {
-        while self.tasks.try_join_next().is_some() {}
         self.handles.retain(|_, h| !h.is_finished());
     }
 
     fn is_idle(&self) -> bool {
-        self.tasks.is_empty()
+        self.handles.is_empty()
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.tasks.abort_all();
+        for handle in self.handles.values() {
+            handle.abort();
+        }
     }
 }
 
@@ -143,7 +144,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                         tx.clone(),
                     )
                     .instrument(tracing::Span::current());
-                    let handle = inflight.tasks.spawn(task);
+                    let handle = tokio::spawn(task).abort_handle();
                     inflight.handles.insert(id, handle);
                 }
                 Transmit::Cancel(id) => {
@@ -151,6 +152,11 @@ pub(crate) async fn drive<T: OperationOutput>(
                         tracing::debug!(request = %id, "relay request cancelled");
                         handle.abort();
                     }
+                }
+                Transmit::Release(id) => {
+                    // Delivered: its task reads the answer to its end and
+                    // keeps the connection; nobody listens any more.
+                    inflight.handles.remove(&id);
                 }
             }
         }

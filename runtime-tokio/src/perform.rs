@@ -9,9 +9,11 @@ use http::header::{CONTENT_LENGTH, HOST, HeaderName, HeaderValue};
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use human_plus_core::{
-    Error, HttpEvent, HttpMethod, HttpRequest, RelayEndpoint, RequestId, TransportErrorKind,
+    Error, HttpEvent, HttpMethod, HttpRequest, Leg, RelayEndpoint, RequestId, TransportErrorKind,
 };
 use tokio::sync::mpsc;
+
+use human_plus_runtime::BodyReport;
 
 use crate::connect::{Connector, transport};
 use crate::driver::now;
@@ -99,6 +101,11 @@ async fn exchange(
 ) -> Result<(), Failure> {
     let id = req.id;
     let fresh = req.fresh;
+    // A POST is read to its end even when nobody listens any more (its
+    // exchange released it): its connection is then kept. A receive leg
+    // stops as soon as nobody listens.
+    let leg = req.leg;
+    let finish_quietly = leg == Leg::Post;
     let request = build(endpoint, req).map_err(Failure::before_writing)?;
     let key = endpoint.connection_key();
     let kept = if fresh { None } else { connector.take(&key) };
@@ -132,24 +139,31 @@ async fn exchange(
     };
     let status = response.status().as_u16();
     tracing::debug!(request = %id, status, "relay response head");
-    if !events.send(HttpEvent::Head(status)).await {
+    if !events.send(HttpEvent::Head(status)).await && !finish_quietly {
         return Ok(());
     }
     let mut body = response.into_body();
+    let mut report = BodyReport::for_leg(leg);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| Failure::Lost(io_error("reading the response body", &e)))?;
         if let Ok(data) = frame.into_data()
             && !data.is_empty()
-            && !events.send(HttpEvent::Body(data.to_vec())).await
+            && let Some(bytes) = report.chunk(&data)
+            && !events.send(HttpEvent::Body(bytes)).await
+            && !finish_quietly
         {
             return Ok(());
         }
     }
     // Read to its end: the connection serves the next request once hyper
-    // says it can (a relay that closes it after the response says no).
+    // says it can (a relay that closes it after the response says no). It
+    // is kept before the core hears the answer and sends its next request.
     let ready = tokio::time::timeout(READY_WAIT, connection.sender.ready()).await;
     if matches!(ready, Ok(Ok(()))) {
         connector.put(key, connection, created);
+    }
+    if let Some(bytes) = report.end() {
+        events.send(HttpEvent::Body(bytes)).await;
     }
     events.send(HttpEvent::End).await;
     Ok(())
