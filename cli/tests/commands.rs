@@ -359,7 +359,7 @@ fn egress_proxy_credentials_come_from_the_environment_or_a_file_never_a_flag() {
     assert_eq!(run.code, 0, "{run:?}");
     no_secret(&run);
 
-    // 11: wrong credentials, and none (an empty variable is none), with the
+    // 12: wrong credentials, and none (an empty variable is none), with the
     // hint naming where they go.
     for extra in [
         vec![("HUMAN_PLUS_PROXY_AUTH", "agent:not-the-password")],
@@ -367,7 +367,7 @@ fn egress_proxy_credentials_come_from_the_environment_or_a_file_never_a_flag() {
         vec![("HUMAN_PLUS_PROXY_AUTH", "")],
     ] {
         let run = common::run_with_env(&tools, Some(&env.token), &extra);
-        assert_eq!(run.code, 11, "{run:?}");
+        assert_eq!(run.code, 12, "{run:?}");
         assert!(
             run.stderr.contains("error[proxy_auth_required]"),
             "{}",

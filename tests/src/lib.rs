@@ -18,6 +18,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use human_plus_any::{AgentSetup, RuntimeKind, build_agent};
 use human_plus_core::{
@@ -97,6 +98,9 @@ pub struct EnvOptions {
     pub revisions: RevisionMode,
     /// Whether the surface offers a change feed.
     pub change_feed: bool,
+    /// How long the relay keeps an idle kept connection open (Node's 5 s
+    /// by default).
+    pub keep_alive_timeout: Duration,
 }
 
 impl Default for EnvOptions {
@@ -106,6 +110,7 @@ impl Default for EnvOptions {
             surface_leg: SurfaceLeg::Sse,
             revisions: RevisionMode::Enforced,
             change_feed: true,
+            keep_alive_timeout: human_plus_relay::DEFAULT_KEEP_ALIVE_TIMEOUT,
         }
     }
 }
@@ -161,11 +166,23 @@ impl Env {
             if options.tls {
                 let (tls, cert) = TlsConfig::generate_for(&[RELAY_HOST, "127.0.0.1"]).unwrap();
                 (
-                    RelayServer::builder().tls(tls).start().await.unwrap(),
+                    RelayServer::builder()
+                        .tls(tls)
+                        .keep_alive_timeout(options.keep_alive_timeout)
+                        .start()
+                        .await
+                        .unwrap(),
                     Some(cert),
                 )
             } else {
-                (RelayServer::builder().start().await.unwrap(), None)
+                (
+                    RelayServer::builder()
+                        .keep_alive_timeout(options.keep_alive_timeout)
+                        .start()
+                        .await
+                        .unwrap(),
+                    None,
+                )
             }
         });
         let port = relay.addr().port();
@@ -642,3 +659,17 @@ pub fn cells(env: &Env) -> BTreeMap<String, String> {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// Prints the captured log lines holding any of `needles` (debugging aid:
+/// set `HP_DUMP_LOG=1`).
+pub fn dump_log(needles: &[&str]) {
+    if std::env::var_os("HP_DUMP_LOG").is_none() {
+        return;
+    }
+    let bytes = watch().0.lock().map(|b| b.clone()).unwrap_or_default();
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        if needles.iter().any(|n| line.contains(n)) {
+            eprintln!("{line}");
+        }
+    }
+}

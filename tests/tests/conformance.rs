@@ -77,7 +77,7 @@ macro_rules! suite {
     };
 }
 
-/// The warm-attachment mode is for the async runtimes.
+/// Kept legs and kept connections, in every runtime.
 macro_rules! warm_suite {
     ($module:ident, $runtime:ty) => {
         mod $module {
@@ -91,11 +91,40 @@ macro_rules! warm_suite {
             fn warm_poll() {
                 scenarios::warm::<$runtime>(LegKind::Poll);
             }
+            #[test]
+            fn kept_connections_sse() {
+                scenarios::kept_connections::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn kept_connections_poll() {
+                scenarios::kept_connections::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn never_twice_sse() {
+                scenarios::never_twice::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn never_twice_poll() {
+                scenarios::never_twice::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn listing_rule_sse() {
+                scenarios::listing_rule::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn listing_rule_poll() {
+                scenarios::listing_rule::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn dead_leg() {
+                scenarios::dead_leg::<$runtime>();
+            }
         }
     };
 }
 
 warm_suite!(tokio_warm, Tokio);
+warm_suite!(blocking_warm, Blocking);
 warm_suite!(async_std_warm, AsyncStd);
 
 suite!(tokio, Tokio);
