@@ -7,7 +7,10 @@
 //! * [`net`]: the relay and demo surfaces in a child process, the three
 //!   runtimes' managers, and the floor (a bare hyper client);
 //! * [`scale`]: 1,000 attachments calling concurrently;
-//! * [`timing`]: the harness the `compare` binary and `bench.py` share.
+//! * [`timing`]: the harness the `compare` binary and `bench.py` share;
+//! * [`link`]: a simulated network link (one round trip per new
+//!   connection, half a round trip per chunk per direction);
+//! * [`proxy`]: a small HTTP CONNECT egress proxy.
 //!
 //! Run everything with `bench/run.sh`; see `BENCHMARKS.md`.
 #![allow(
@@ -17,7 +20,9 @@
 )]
 
 pub mod data;
+pub mod link;
 pub mod net;
+pub mod proxy;
 pub mod scale;
 pub mod timing;
 pub mod workloads;
