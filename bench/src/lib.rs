@@ -10,7 +10,8 @@
 //! * [`timing`]: the harness the `compare` binary and `bench.py` share;
 //! * [`link`]: a simulated network link (one round trip per new
 //!   connection, half a round trip per chunk per direction);
-//! * [`proxy`]: a small HTTP CONNECT egress proxy.
+//! * [`proxy`]: a small HTTP CONNECT egress proxy;
+//! * [`kept`]: the keep-alive floor (one open leg, kept connections).
 //!
 //! Run everything with `bench/run.sh`; see `BENCHMARKS.md`.
 #![allow(
@@ -20,6 +21,7 @@
 )]
 
 pub mod data;
+pub mod kept;
 pub mod link;
 pub mod net;
 pub mod proxy;
