@@ -11,7 +11,8 @@
 //! * [`link`]: a simulated network link (one round trip per new
 //!   connection, half a round trip per chunk per direction);
 //! * [`proxy`]: a small HTTP CONNECT egress proxy;
-//! * [`kept`]: the keep-alive floor (one open leg, kept connections).
+//! * [`kept`]: the keep-alive floor (one open leg, kept connections);
+//! * [`across`]: the `human-plus` command across the link, in round trips.
 //!
 //! Run everything with `bench/run.sh`; see `BENCHMARKS.md`.
 #![allow(
@@ -20,6 +21,7 @@
     clippy::cast_sign_loss
 )]
 
+pub mod across;
 pub mod data;
 pub mod kept;
 pub mod link;

@@ -1,7 +1,7 @@
 //! `compare`: every benchmark of `BENCHMARKS.md`, side by side, in one run.
 //!
 //! ```text
-//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|gen]
+//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|gen|link]
 //! ```
 //!
 //! * `micro`: the core workloads, in Rust and through the Python port (by
@@ -12,12 +12,22 @@
 //!   connections);
 //! * `scale`: 1,000 attachments calling concurrently (tokio; blocking with
 //!   64 threads; the floor);
-//! * `all` (the default): all three.
+//! * `all` (the default): all three;
+//! * `link`: the `human-plus` command across a simulated link, in round
+//!   trips (not part of `all`: it spawns the release `human-plus` binary;
+//!   see `BENCHMARKS.md`).
 //!
 //! Options: `--calls N` (e2e, default 400), `--secs S` (scale, default
 //! 20), `--attachments N` (default 1000), `--sessions N` (default 8),
 //! `--threads N` (default 64), `--warm` (e2e: also the warm-attachment
 //! mode), `--no-python`.
+//!
+//! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
+//! bridge, default 30), `--turns N` (one-shot `call` processes per row,
+//! default 5), `--path plain|production|both` (default both), `--runtime
+//! LIST` and `--transport LIST` (comma-separated; default every runtime and
+//! both legs), `--bin PATH` (default: `human-plus` beside this executable),
+//! `--cli-arg ARG` (repeatable: appended to every `mcp` and `call` run).
 
 #![allow(
     clippy::unwrap_used,
@@ -33,6 +43,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cpu_time::ProcessTime;
+use human_plus_bench::across::{self, LinkOpts, PathKind};
 use human_plus_bench::data::{self, Inputs};
 use human_plus_bench::kept::{KeptFloor, Route};
 use human_plus_bench::net::{self, Client, Floor, LegKind, RuntimeKind, Server};
@@ -89,6 +100,10 @@ fn main() {
             machine();
             scale_all(&opts);
         }
+        "link" => {
+            machine();
+            link(&args);
+        }
         "all" => {
             machine();
             micro(&opts);
@@ -96,7 +111,7 @@ fn main() {
             scale_all(&opts);
         }
         other => {
-            eprintln!("unknown command {other}; use all, micro, e2e, scale or gen");
+            eprintln!("unknown command {other}; use all, micro, e2e, scale, gen or link");
             std::process::exit(2);
         }
     }
@@ -475,13 +490,7 @@ fn e2e(opts: &Opts) {
                     let mut k = KeptFloor::open(
                         &Route::Direct(relay_addr),
                         &server.sessions[0],
-                        &format!(
-                            "kept_e2e_{n}_{}",
-                            match leg {
-                                LegKind::Sse => "sse",
-                                LegKind::Poll => "poll",
-                            }
-                        ),
+                        &format!("kept_e2e_{n}_{}", across::transport_flag(leg)),
                         leg,
                     )
                     .await?;
@@ -676,4 +685,106 @@ fn scale_all(opts: &Opts) {
         }
     }
     println!();
+}
+
+// ---------------------------------------------------------------------------
+// link
+
+fn link(args: &[String]) {
+    let value = |name: &str| -> Option<&str> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+    };
+    let number = |name: &str, default: u64| -> u64 {
+        value(name).map_or(default, |v| {
+            v.parse().unwrap_or_else(|_| {
+                eprintln!("{name} {v}: expected a whole number");
+                std::process::exit(2);
+            })
+        })
+    };
+    let paths = match value("--path").unwrap_or("both") {
+        "plain" => vec![PathKind::Plain],
+        "production" => vec![PathKind::Production],
+        "both" => vec![PathKind::Plain, PathKind::Production],
+        other => {
+            eprintln!("--path {other}: expected plain, production or both");
+            std::process::exit(2);
+        }
+    };
+    let runtimes: Vec<RuntimeKind> = match value("--runtime") {
+        None => RuntimeKind::ALL.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                RuntimeKind::ALL
+                    .into_iter()
+                    .find(|k| k.as_str() == name)
+                    .unwrap_or_else(|| {
+                        eprintln!("--runtime {name}: expected tokio, blocking or async-std");
+                        std::process::exit(2);
+                    })
+            })
+            .collect(),
+    };
+    let legs: Vec<LegKind> = match value("--transport") {
+        None => LegKind::ALL.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                LegKind::ALL
+                    .into_iter()
+                    .find(|k| across::transport_flag(*k) == name)
+                    .unwrap_or_else(|| {
+                        eprintln!("--transport {name}: expected sse or poll");
+                        std::process::exit(2);
+                    })
+            })
+            .collect(),
+    };
+    let bin = value("--bin").map_or_else(
+        || {
+            std::env::current_exe()
+                .unwrap()
+                .with_file_name(format!("human-plus{}", std::env::consts::EXE_SUFFIX))
+        },
+        PathBuf::from,
+    );
+    let cli_args: Vec<String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i > 0 && args.get(i - 1).is_some_and(|p| p == "--cli-arg"))
+        .map(|(_, a)| a.clone())
+        .collect();
+    let opts = LinkOpts {
+        rtt: Duration::from_millis(number("--rtt-ms", 40).max(1)),
+        calls: number("--calls", 30).max(1) as usize,
+        turns: number("--turns", 5).max(1) as usize,
+        paths,
+        runtimes,
+        legs,
+        bin,
+        cli_args,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    if let Err(e) = rt.block_on(across::run(&opts)) {
+        eprintln!("compare link: {e}");
+        std::process::exit(1);
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "Run took {:.0} s; load average at the end: {}",
+        started.elapsed().as_secs_f64(),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
 }
