@@ -7,7 +7,12 @@
 //! * [`net`]: the relay and demo surfaces in a child process, the three
 //!   runtimes' managers, and the floor (a bare hyper client);
 //! * [`scale`]: 1,000 attachments calling concurrently;
-//! * [`timing`]: the harness the `compare` binary and `bench.py` share.
+//! * [`timing`]: the harness the `compare` binary and `bench.py` share;
+//! * [`link`]: a simulated network link (one round trip per new
+//!   connection, half a round trip per chunk per direction);
+//! * [`proxy`]: a small HTTP CONNECT egress proxy;
+//! * [`kept`]: the keep-alive floor (one open leg, kept connections);
+//! * [`across`]: the `human-plus` command across the link, in round trips.
 //!
 //! Run everything with `bench/run.sh`; see `BENCHMARKS.md`.
 #![allow(
@@ -16,8 +21,12 @@
     clippy::cast_sign_loss
 )]
 
+pub mod across;
 pub mod data;
+pub mod kept;
+pub mod link;
 pub mod net;
+pub mod proxy;
 pub mod scale;
 pub mod timing;
 pub mod workloads;

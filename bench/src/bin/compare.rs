@@ -1,21 +1,33 @@
 //! `compare`: every benchmark of `BENCHMARKS.md`, side by side, in one run.
 //!
 //! ```text
-//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|gen]
+//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|gen|link]
 //! ```
 //!
 //! * `micro`: the core workloads, in Rust and through the Python port (by
 //!   `bench/python/run.sh`) on the same inputs, with the ratios;
 //! * `e2e`: one pinned call per runtime × receive leg through a relay and a
-//!   demo surface on loopback, beside the floor (a bare hyper client);
+//!   demo surface on loopback, beside the floor (a bare hyper client, one
+//!   connection per request) and the keep-alive floor (one open leg, kept
+//!   connections);
 //! * `scale`: 1,000 attachments calling concurrently (tokio; blocking with
 //!   64 threads; the floor);
-//! * `all` (the default): all three.
+//! * `all` (the default): all three;
+//! * `link`: the `human-plus` command across a simulated link, in round
+//!   trips (not part of `all`: it spawns the release `human-plus` binary;
+//!   see `BENCHMARKS.md`).
 //!
 //! Options: `--calls N` (e2e, default 400), `--secs S` (scale, default
 //! 20), `--attachments N` (default 1000), `--sessions N` (default 8),
 //! `--threads N` (default 64), `--warm` (e2e: also the warm-attachment
 //! mode), `--no-python`.
+//!
+//! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
+//! bridge, default 30), `--turns N` (one-shot `call` processes per row,
+//! default 5), `--path plain|production|both` (default both), `--runtime
+//! LIST` and `--transport LIST` (comma-separated; default every runtime and
+//! both legs), `--bin PATH` (default: `human-plus` beside this executable),
+//! `--cli-arg ARG` (repeatable: appended to every `mcp` and `call` run).
 
 #![allow(
     clippy::unwrap_used,
@@ -31,7 +43,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cpu_time::ProcessTime;
+use human_plus_bench::across::{self, LinkOpts, PathKind};
 use human_plus_bench::data::{self, Inputs};
+use human_plus_bench::kept::{KeptFloor, Route};
 use human_plus_bench::net::{self, Client, Floor, LegKind, RuntimeKind, Server};
 use human_plus_bench::timing::{self, Timing, percentile, us};
 use human_plus_bench::{scale, workloads as w};
@@ -86,6 +100,10 @@ fn main() {
             machine();
             scale_all(&opts);
         }
+        "link" => {
+            machine();
+            link(&args);
+        }
         "all" => {
             machine();
             micro(&opts);
@@ -93,7 +111,7 @@ fn main() {
             scale_all(&opts);
         }
         other => {
-            eprintln!("unknown command {other}; use all, micro, e2e, scale or gen");
+            eprintln!("unknown command {other}; use all, micro, e2e, scale, gen or link");
             std::process::exit(2);
         }
     }
@@ -419,7 +437,7 @@ fn e2e(opts: &Opts) {
     );
     println!();
     println!(
-        "A Human+ `call` is TWO exchanges (tools/list, then the pinned tools/call: trust is re-checked on every operation). The floor does the same two exchanges with a bare hyper client (one connection per request, as the runtimes do) and no Human+ work."
+        "A Human+ `call` is TWO exchanges (tools/list, then the pinned tools/call: trust is re-checked on every operation). The floor does the same two exchanges with a bare hyper client (one connection per request, as the runtimes do) and no Human+ work. The keep-alive floor does them too, with nothing opened per call: one receive leg kept open for the whole run (an SSE stream, or a long-poll always parked), kept POST connections."
     );
     println!();
     println!(
@@ -427,15 +445,23 @@ fn e2e(opts: &Opts) {
     );
     println!();
     println!(
-        "| runtime | leg | Human+ call p50 / p99 | floor, same 2 exchanges p50 / p99 | overhead at p50 | floor, 1 exchange (tools/call) p50 | Human+ call ÷ 1 floor exchange | client CPU per call: Human+ vs floor | errors | aim ≤ 1.10 at p50 |"
+        "| runtime | leg | Human+ call p50 / p99 | floor, same 2 exchanges p50 / p99 | overhead at p50 | floor, 1 exchange (tools/call) p50 | Human+ call ÷ 1 floor exchange | client CPU per call: Human+ vs floor | errors | aim ≤ 1.10 at p50 | keep-alive floor (open leg), same 2 exchanges p50 / p99 | Human+ ÷ keep-alive floor at p50 (aim ≤ 1.10) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let server = Server::start(1);
     let policy = net::pinned_policy(&server);
     let floor_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    // The keep-alive floor's connections and parked poll must progress
+    // between its operations: one worker thread of its own.
+    let kept_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let relay_addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
     let mut cold_warm: Vec<(String, f64, f64, f64, f64)> = Vec::new();
     for leg in [LegKind::Sse, LegKind::Poll] {
         let mut kinds: Vec<(RuntimeKind, bool)> = vec![
@@ -459,8 +485,22 @@ fn e2e(opts: &Opts) {
                 &server.sessions[0],
                 &format!("floor_e2e_{n}_{}", leg.name().len()),
             );
+            let mut kept = kept_rt
+                .block_on(async {
+                    let mut k = KeptFloor::open(
+                        &Route::Direct(relay_addr),
+                        &server.sessions[0],
+                        &format!("kept_e2e_{n}_{}", across::transport_flag(leg)),
+                        leg,
+                    )
+                    .await?;
+                    k.initialize_and_list().await?;
+                    Ok::<_, human_plus_bench::kept::FloorError>(k)
+                })
+                .unwrap();
             let mut errors = 0u64;
             for _ in 0..30 {
+                let _ = kept_rt.block_on(kept.operation());
                 if client
                     .call(&owner, att.id(), net::TOOL, net::tool_args())
                     .is_err()
@@ -473,6 +513,7 @@ fn e2e(opts: &Opts) {
             let mut hp = Series::new(name.clone());
             let mut fl = Series::new("floor".into());
             let mut fl1 = Series::new("floor 1".into());
+            let mut kf = Series::new("keep-alive floor".into());
             let (mut hp_cpu, mut fl_cpu) = (Duration::ZERO, Duration::ZERO);
             for _ in 0..opts.calls {
                 let c = ProcessTime::now();
@@ -497,9 +538,16 @@ fn e2e(opts: &Opts) {
                     }
                     Err(e) => eprintln!("floor: {e}"),
                 }
+                match kept_rt.block_on(kept.operation()) {
+                    Ok((a, b)) => kf.samples.push(a + b),
+                    Err(e) => eprintln!("keep-alive floor: {e}"),
+                }
             }
+            drop(kept);
             let (h50, h99, f50, f99, g50) =
                 (hp.p(50.0), hp.p(99.0), fl.p(50.0), fl.p(99.0), fl1.p(50.0));
+            let (k50, k99) = (kf.p(50.0), kf.p(99.0));
+            let over_kept = h50.as_secs_f64() / k50.as_secs_f64();
             let over = h50.as_secs_f64() / f50.as_secs_f64();
             let key = format!("{} {}", kind.as_str(), leg.name());
             match cold_warm.iter_mut().find(|r| r.0 == key) {
@@ -508,7 +556,7 @@ fn e2e(opts: &Opts) {
                 _ => {}
             }
             println!(
-                "| {} | {} | {:.0} / {:.0} µs | {:.0} / {:.0} µs | {:.2}x | {:.0} µs | {:.2}x | {:.0} vs {:.0} µs | {} | {} |",
+                "| {} | {} | {:.0} / {:.0} µs | {:.0} / {:.0} µs | {:.2}x | {:.0} µs | {:.2}x | {:.0} vs {:.0} µs | {} | {} | {:.0} / {:.0} µs | {:.2}x{} |",
                 hp.name,
                 leg.name(),
                 us(h50),
@@ -521,7 +569,11 @@ fn e2e(opts: &Opts) {
                 us(hp_cpu) / hp.samples.len().max(1) as f64,
                 us(fl_cpu) / fl.samples.len().max(1) as f64,
                 errors,
-                if over <= 1.10 { "yes" } else { "**no**" }
+                if over <= 1.10 { "yes" } else { "**no**" },
+                us(k50),
+                us(k99),
+                over_kept,
+                if over_kept <= 1.10 { "" } else { " **no**" },
             );
         }
     }
@@ -633,4 +685,106 @@ fn scale_all(opts: &Opts) {
         }
     }
     println!();
+}
+
+// ---------------------------------------------------------------------------
+// link
+
+fn link(args: &[String]) {
+    let value = |name: &str| -> Option<&str> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+    };
+    let number = |name: &str, default: u64| -> u64 {
+        value(name).map_or(default, |v| {
+            v.parse().unwrap_or_else(|_| {
+                eprintln!("{name} {v}: expected a whole number");
+                std::process::exit(2);
+            })
+        })
+    };
+    let paths = match value("--path").unwrap_or("both") {
+        "plain" => vec![PathKind::Plain],
+        "production" => vec![PathKind::Production],
+        "both" => vec![PathKind::Plain, PathKind::Production],
+        other => {
+            eprintln!("--path {other}: expected plain, production or both");
+            std::process::exit(2);
+        }
+    };
+    let runtimes: Vec<RuntimeKind> = match value("--runtime") {
+        None => RuntimeKind::ALL.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                RuntimeKind::ALL
+                    .into_iter()
+                    .find(|k| k.as_str() == name)
+                    .unwrap_or_else(|| {
+                        eprintln!("--runtime {name}: expected tokio, blocking or async-std");
+                        std::process::exit(2);
+                    })
+            })
+            .collect(),
+    };
+    let legs: Vec<LegKind> = match value("--transport") {
+        None => LegKind::ALL.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                LegKind::ALL
+                    .into_iter()
+                    .find(|k| across::transport_flag(*k) == name)
+                    .unwrap_or_else(|| {
+                        eprintln!("--transport {name}: expected sse or poll");
+                        std::process::exit(2);
+                    })
+            })
+            .collect(),
+    };
+    let bin = value("--bin").map_or_else(
+        || {
+            std::env::current_exe()
+                .unwrap()
+                .with_file_name(format!("human-plus{}", std::env::consts::EXE_SUFFIX))
+        },
+        PathBuf::from,
+    );
+    let cli_args: Vec<String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i > 0 && args.get(i - 1).is_some_and(|p| p == "--cli-arg"))
+        .map(|(_, a)| a.clone())
+        .collect();
+    let opts = LinkOpts {
+        rtt: Duration::from_millis(number("--rtt-ms", 40).max(1)),
+        calls: number("--calls", 30).max(1) as usize,
+        turns: number("--turns", 5).max(1) as usize,
+        paths,
+        runtimes,
+        legs,
+        bin,
+        cli_args,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    if let Err(e) = rt.block_on(across::run(&opts)) {
+        eprintln!("compare link: {e}");
+        std::process::exit(1);
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "Run took {:.0} s; load average at the end: {}",
+        started.elapsed().as_secs_f64(),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
 }
