@@ -62,6 +62,9 @@ pub(crate) struct Io {
     pub(crate) leg: Option<Receive>,
     /// Subscriptions made so far (the epoch of the next one).
     epochs: u64,
+    /// Connections to ask for ahead of the POSTs when the next leg
+    /// subscribes (see [`Transmit::Connect`]); asked once.
+    pub(crate) connect_ahead: usize,
 }
 
 impl Io {
@@ -73,6 +76,7 @@ impl Io {
             transmits: VecDeque::new(),
             leg: None,
             epochs: 0,
+            connect_ahead: 0,
         }
     }
 
@@ -172,6 +176,11 @@ impl Io {
         });
         if self.config.leg.is_poll() {
             self.send_poll(now, deadline, true, false);
+        }
+        // After the leg's request, so that it takes a kept connection first.
+        if self.connect_ahead > 0 {
+            self.transmits
+                .push_back(Transmit::Connect(std::mem::take(&mut self.connect_ahead)));
         }
     }
 
@@ -1074,6 +1083,20 @@ impl Exchange {
         }
     }
 
+    /// Whether `id` is this exchange's POST.
+    pub(crate) fn owns_post(&self, id: RequestId) -> bool {
+        self.post_id() == Some(id)
+    }
+
+    /// The operation ends with this exchange unanswered: a POST still in
+    /// flight is let finish quietly, so its connection is kept (only for a
+    /// notification nothing waits for).
+    pub(crate) fn release(self, io: &mut Io) {
+        if let Some(id) = self.post_id() {
+            io.transmits.push_back(Transmit::Release(id));
+        }
+    }
+
     fn post_id(&self) -> Option<RequestId> {
         match &self.post {
             PostState::InFlight { id, .. } => Some(*id),
@@ -1116,10 +1139,12 @@ impl Exchange {
                     Transmit::Cancel(id)
                 });
         }
+        // A notification's answer leaves the leg's pace alone: a request
+        // beside it may still wait on the leg.
         if let Some(Receive {
             kind: Kind::Poll { next_at, .. },
             ..
-        }) = io.leg.as_mut()
+        }) = io.leg.as_mut().filter(|_| self.expect.is_some())
         {
             *next_at = None;
         }

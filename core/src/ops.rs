@@ -332,7 +332,6 @@ enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Initialize,
-    Initialized,
     List,
     Act,
     Done,
@@ -438,6 +437,10 @@ struct Machine {
     ids: RequestIds,
     step: Step,
     exchange: Option<Exchange>,
+    /// A notification POSTed beside the program (`notifications/initialized`,
+    /// which nothing waits for): only a gone session or a revoked token in
+    /// its answer matters.
+    aside: Option<Exchange>,
     init: InitUpdate,
     listed: Vec<ToolDefinition>,
     malformed: usize,
@@ -498,6 +501,7 @@ impl<T: OperationOutput> Operation<T> {
             ids,
             step: Step::Initialize,
             exchange: None,
+            aside: None,
             init: InitUpdate::Keep,
             listed: Vec::new(),
             malformed: 0,
@@ -591,8 +595,12 @@ impl<T: OperationOutput> Operation<T> {
         let m = &mut self.machine;
         m.ensure_begun();
         m.now = now;
-        match m.exchange.as_mut() {
-            Some(x) if !x.is_done() => x.handle_event(&mut m.io, request, event, now),
+        match (m.aside.as_mut(), m.exchange.as_mut()) {
+            (Some(aside), _) if aside.owns_post(request) => {
+                aside.handle_event(&mut m.io, request, event, now);
+                m.settle_aside();
+            }
+            (_, Some(x)) if !x.is_done() => x.handle_event(&mut m.io, request, event, now),
             _ => m.io.leg_event(request, event, now),
         }
         m.advance(now);
@@ -826,6 +834,11 @@ impl Machine {
                     }
                 } else {
                     self.step = Step::Initialize;
+                    // An attachment's first operation here: nothing is kept
+                    // yet. Two connections for the POSTs open while the leg
+                    // subscribes (initialize, then `initialized` beside the
+                    // first tools/list).
+                    self.io.connect_ahead = 2;
                     let params = json!({
                         "protocolVersion": MCP_PROTOCOL_VERSION,
                         "capabilities": {},
@@ -834,6 +847,23 @@ impl Machine {
                     self.request("initialize", Some(&params), Acts::No, now);
                 }
             }
+        }
+    }
+
+    /// The notification beside the program, once answered: a gone
+    /// session or a revoked token ends the operation; any other failure is
+    /// only the notification's.
+    fn settle_aside(&mut self) {
+        let Some(r) = self.aside.as_mut().and_then(Exchange::take_result) else {
+            return;
+        };
+        self.aside = None;
+        if let Err(e) = r
+            && e.is_terminal()
+            && self.result.is_none()
+        {
+            self.exchange = None;
+            self.fail(e);
         }
     }
 
@@ -884,6 +914,9 @@ impl Machine {
             self.seen = self.seen.merged(std::mem::take(&mut leg.seen));
         }
         self.exchange = None;
+        if let Some(aside) = self.aside.take() {
+            aside.release(&mut self.io);
+        }
         self.warm_out = self.io.end_operation(terminal, self.now);
     }
 
@@ -958,22 +991,20 @@ impl Machine {
                         .and_then(|c| c.get("tools"))
                         .and_then(|t| t.get("listChanged"))
                         == Some(&Value::Bool(true));
-                    self.info = Some(InitInfo { list_changed });
-                    self.step = Step::Initialized;
+                    let info = InitInfo { list_changed };
+                    self.info = Some(info);
+                    // `initialized` is not waited for (the seeds: "a
+                    // non-blocking notifications/initialized"): it goes out
+                    // first, and the first tools/list right beside it.
                     let frame = encode_notification::<()>("notifications/initialized", None);
-                    self.exchange = Some(Exchange::post_only(
+                    self.aside = Some(Exchange::post_only(
                         &mut self.io,
                         PostTarget::Inbox,
                         Some(frame),
                         Acts::No,
                         now,
                     ));
-                }
-                Err(e) => self.fail(e),
-            },
-            Step::Initialized => match r {
-                Ok(_) => {
-                    self.init = InitUpdate::Set(self.info.unwrap_or_default());
+                    self.init = InitUpdate::Set(info);
                     self.start_list(now);
                 }
                 Err(e) => self.fail(e),

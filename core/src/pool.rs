@@ -44,6 +44,8 @@ use crate::wire::PoolConfig;
 pub struct ConnectionPool<C> {
     config: PoolConfig,
     idle: BTreeMap<ConnectionKey, Vec<Kept<C>>>,
+    /// Connections being opened ahead, by key.
+    ahead: BTreeMap<ConnectionKey, usize>,
 }
 
 /// A connection taken from (or to be put back into) a [`ConnectionPool`].
@@ -64,6 +66,7 @@ impl<C> ConnectionPool<C> {
         ConnectionPool {
             config,
             idle: BTreeMap::new(),
+            ahead: BTreeMap::new(),
         }
     }
 
@@ -138,6 +141,51 @@ impl<C> ConnectionPool<C> {
             });
             !list.is_empty()
         });
+    }
+
+    /// How many connections to open ahead for `key` (see
+    /// [`Transmit::Connect`](crate::Transmit::Connect)) so that `wanted`
+    /// are idle within their bounds or being opened, never more than the
+    /// pool keeps per key; they count as being opened until
+    /// [`ConnectionPool::ahead_done`].
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use human_plus_core::{ConnectionPool, EgressPolicy, PoolConfig, RelayEndpoint, SurfaceInvitation};
+    ///
+    /// let inv = SurfaceInvitation::new("https://relay.test", "s_one", "0123456789abcdef", "x", "y")?;
+    /// let policy = EgressPolicy::new(["relay.test"]).egress_proxy("http://egress.internal:3128");
+    /// let key = RelayEndpoint::new(&inv, "c", &policy)?.connection_key();
+    /// let mut pool: ConnectionPool<&str> = ConnectionPool::new(PoolConfig::default());
+    /// let now = Instant::now();
+    /// pool.put(key.clone(), "kept", now, now);
+    /// assert_eq!(pool.reserve_ahead(&key, 2, now), 1, "one is kept already");
+    /// assert_eq!(pool.reserve_ahead(&key, 2, now), 0, "one is being opened");
+    /// pool.ahead_done(&key);
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    pub fn reserve_ahead(&mut self, key: &ConnectionKey, wanted: usize, now: Instant) -> usize {
+        self.purge(now);
+        let idle = self.idle.get(key).map_or(0, Vec::len);
+        let opening = self.ahead.get(key).copied().unwrap_or(0);
+        let open = wanted
+            .min(self.config.per_key)
+            .saturating_sub(idle + opening);
+        if open > 0 {
+            *self.ahead.entry(key.clone()).or_default() += open;
+        }
+        open
+    }
+
+    /// One connection reserved by [`ConnectionPool::reserve_ahead`] was
+    /// opened (and put back) or could not be.
+    pub fn ahead_done(&mut self, key: &ConnectionKey) {
+        if let Some(n) = self.ahead.get_mut(key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.ahead.remove(key);
+            }
+        }
     }
 
     /// How many idle connections are kept.

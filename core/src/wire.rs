@@ -126,6 +126,17 @@ pub enum Transmit {
     /// runtime that cannot let it finish may treat this as
     /// [`Transmit::Cancel`].
     Release(RequestId),
+    /// Open connections to the relay ahead of the POSTs that follow, so
+    /// that this many are kept idle (or being opened) for the endpoint's
+    /// [`ConnectionKey`](crate::ConnectionKey) when they are needed: the
+    /// core asks while a new receive leg subscribes on an attachment's
+    /// first operation (no POST may go out before the leg answers, and
+    /// `notifications/initialized` goes out beside the first `tools/list`),
+    /// so the connections cost no round trip of their own.
+    /// [`ConnectionPool::reserve_ahead`](crate::ConnectionPool::reserve_ahead)
+    /// says how many to open. Only an optimisation: a runtime may ignore
+    /// it.
+    Connect(usize),
 }
 
 /// How replies come back from the relay.

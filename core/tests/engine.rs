@@ -207,6 +207,34 @@ fn first_and_second_call_frame_sequences() {
 }
 
 #[test]
+fn initialized_goes_beside_the_first_list_and_connections_open_ahead() {
+    for leg in legs() {
+        let (_, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone());
+        a.call("sheet_read", Value::Null).unwrap();
+        let at = |m: &str| a.sim.seen.iter().find(|s| s.method == m).unwrap().at;
+        // Sent together: the surface receives both at the same instant,
+        // not one POST answer later.
+        assert_eq!(at("notifications/initialized"), at("tools/list"), "{leg:?}");
+        assert!(at("initialize") < at("tools/list"), "{leg:?}");
+        // The first operation asked for two connections while its leg
+        // subscribed; an initialised one asks for none.
+        assert_eq!(a.sim.connects_asked, 2, "{leg:?}");
+        a.call("sheet_read", Value::Null).unwrap();
+        assert_eq!(a.sim.connects_asked, 2, "{leg:?}: asked once");
+    }
+}
+
+#[test]
+fn a_gone_session_in_the_answer_to_initialized_ends_the_operation() {
+    let (_, sim) = sheet();
+    let mut a = Agent::new(sim);
+    a.sim.faults.post_status_for = Some(("notifications/initialized".into(), 410));
+    let e = a.tools().unwrap_err();
+    assert_eq!(e, Error::SurfaceUnavailable);
+}
+
+#[test]
 fn initialize_params_and_protocol_version() {
     let (state, sim) = sheet();
     let mut a = Agent::new(sim);

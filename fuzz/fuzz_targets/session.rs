@@ -195,6 +195,7 @@ impl<'a> Relay<'a> {
                 }
             }
             Transmit::Request(req) => self.request(req),
+            Transmit::Connect(n) => assert!(n <= 4, "asked for {n} connections ahead"),
         }
     }
 

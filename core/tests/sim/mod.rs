@@ -66,6 +66,8 @@ pub struct Seen {
 pub struct Faults {
     /// Status answered to every POST to the inbox (instead of 200).
     pub post_status: Option<u16>,
+    /// Status answered to the inbox POSTs of this method only.
+    pub post_status_for: Option<(String, u16)>,
     /// Status answered to the receive leg (SSE or poll) instead of 200.
     pub leg_status: Option<u16>,
     /// Body of that status.
@@ -165,6 +167,8 @@ pub struct Sim {
     pub max_steps: usize,
     /// Requests sent marked `fresh` (on a new connection).
     pub connections_opened: usize,
+    /// Connections the core asked to open ahead (`Transmit::Connect`).
+    pub connects_asked: usize,
     /// Kept connections found closed before writing.
     pub stale_found: usize,
 }
@@ -200,6 +204,7 @@ impl Sim {
             pending_replies: Vec::new(),
             max_steps: 100_000,
             connections_opened: 0,
+            connects_asked: 0,
             stale_found: 0,
         }
     }
@@ -430,6 +435,7 @@ impl Sim {
         match t {
             Transmit::Cancel(id) | Transmit::Release(id) => self.close(id),
             Transmit::Request(req) => self.start(req),
+            Transmit::Connect(n) => self.connects_asked += n,
         }
     }
 
@@ -484,7 +490,14 @@ impl Sim {
                     let body = req.body.clone().unwrap_or_default();
                     let frame: Value = serde_json::from_slice(&body).expect("frames are JSON");
                     assert!(!body.contains(&b'\n'), "frames are single-line");
-                    if let Some(status) = self.faults.post_status {
+                    let method = frame.get("method").and_then(Value::as_str);
+                    let for_method = self
+                        .faults
+                        .post_status_for
+                        .as_ref()
+                        .filter(|(m, _)| Some(m.as_str()) == method)
+                        .map(|(_, s)| *s);
+                    if let Some(status) = self.faults.post_status.or(for_method) {
                         events.push_back((at, Ev::Head(status)));
                         events.push_back((at, Ev::Body(br#"{"error":"x"}"#.to_vec())));
                         events.push_back((at, Ev::End));
