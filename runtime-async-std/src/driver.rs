@@ -135,6 +135,8 @@ pub(crate) async fn drive<T: OperationOutput>(
     let endpoint = Arc::new(op.endpoint().clone());
     let queue = EventQueue::default();
     let mut inflight: Vec<(RequestId, RequestFuture)> = Vec::new();
+    // Connections being opened ahead, polled beside the requests.
+    let mut ahead: Vec<RequestFuture> = Vec::new();
     loop {
         while let Some(transmit) = op.poll_transmit() {
             match transmit {
@@ -167,6 +169,9 @@ pub(crate) async fn drive<T: OperationOutput>(
                     inflight.retain(|(r, _)| *r != id);
                     queue.forget(id);
                 }
+                Transmit::Connect(wanted) => {
+                    ahead.extend(transport::open_ahead(ctx, &endpoint, wanted));
+                }
                 Transmit::Release(id) => {
                     // Delivered: its answer is read to its end when the
                     // next request starts, so its connection is kept.
@@ -191,7 +196,15 @@ pub(crate) async fn drive<T: OperationOutput>(
             });
             return (outcome, kept);
         }
-        match next_input(&mut inflight, &queue, &mut warm, op.poll_timeout()).await {
+        match next_input(
+            &mut inflight,
+            &mut ahead,
+            &queue,
+            &mut warm,
+            op.poll_timeout(),
+        )
+        .await
+        {
             Input::Event(id, event) => op.handle_event(id, event, Instant::now()),
             Input::Timeout => op.handle_timeout(Instant::now()),
         }
@@ -203,6 +216,7 @@ pub(crate) async fn drive<T: OperationOutput>(
 /// deadline, not a request's, decides an exchange that ran out of time.
 async fn next_input(
     inflight: &mut Vec<(RequestId, RequestFuture)>,
+    ahead: &mut Vec<RequestFuture>,
     queue: &EventQueue,
     warm: &mut Option<WarmStream>,
     deadline: Option<Instant>,
@@ -220,6 +234,7 @@ async fn next_input(
             return Poll::Ready(Input::Event(event.0, event.1));
         }
         inflight.retain_mut(|(_, fut)| fut.as_mut().poll(cx).is_pending());
+        ahead.retain_mut(|fut| fut.as_mut().poll(cx).is_pending());
         if let Some(w) = warm.as_mut()
             && let Some(fut) = w.fut.as_mut()
             && fut.as_mut().poll(cx).is_ready()

@@ -151,6 +151,60 @@ pub(crate) fn start(
     })
 }
 
+/// Opens connections to `endpoint` ahead of its POSTs (the core's
+/// [`Transmit::Connect`](human_plus_core::Transmit::Connect)): as many as
+/// the pool says are missing, each a future the operation polls beside its
+/// requests, keeping the connection idle once open. Dropped unfinished
+/// (the operation ended), it opens nothing; a failure is only logged (the
+/// POST that needs a connection opens its own and reports).
+pub(crate) fn open_ahead(
+    ctx: &Arc<Context>,
+    endpoint: &Arc<RelayEndpoint>,
+    wanted: usize,
+) -> Vec<RequestFuture> {
+    let key = endpoint.connection_key();
+    let missing = ctx
+        .pool
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .reserve_ahead(&key, wanted, Instant::now());
+    (0..missing)
+        .map(|_| {
+            let (ctx, endpoint, key) = (Arc::clone(ctx), Arc::clone(endpoint), key.clone());
+            Box::pin(async move {
+                let done = AheadDone {
+                    ctx: Arc::clone(&ctx),
+                    key: key.clone(),
+                };
+                match open(&ctx, &endpoint).await {
+                    Ok(conn) => {
+                        tracing::debug!("relay connection opened ahead");
+                        ctx.put(key, conn, Instant::now());
+                    }
+                    Err(e) => tracing::debug!(error = %e, "opening a connection ahead failed"),
+                }
+                drop(done);
+            }) as RequestFuture
+        })
+        .collect()
+}
+
+/// Tells the pool a connection reserved ahead was opened, or never will be.
+struct AheadDone {
+    ctx: Arc<Context>,
+    key: ConnectionKey,
+}
+
+impl Drop for AheadDone {
+    fn drop(&mut self) {
+        self.ctx
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .ahead_done(&self.key);
+    }
+}
+
 async fn perform(
     ctx: &Context,
     endpoint: &RelayEndpoint,

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    ConnectionKey, Error, HttpEvent, HttpMethod, HttpRequest, Leg, Operation, OperationOutput,
-    Outcome, RelayEndpoint, RequestId, Transmit, TransportError, TransportErrorKind, WarmLeg,
+    ConnectionKey, ConnectionPool, Error, HttpEvent, HttpMethod, HttpRequest, Leg, Operation,
+    OperationOutput, Outcome, RelayEndpoint, RequestId, Transmit, TransportError,
+    TransportErrorKind, WarmLeg,
 };
 use human_plus_runtime::{BodyReport, KeptStream, NetSettings};
 use ureq::Agent;
@@ -45,8 +46,9 @@ pub(crate) struct Net {
     pub(crate) settings: NetSettings<dyn Resolve>,
     /// The threads requests run on.
     pub(crate) pool: Pool,
-    /// One ureq agent (and so one pool of kept connections) per key.
-    pub(crate) agents: Mutex<BTreeMap<ConnectionKey, Agent>>,
+    /// One ureq agent (and so one pool of kept connections) per key, and
+    /// its connector (which holds the connections opened ahead).
+    pub(crate) agents: Mutex<BTreeMap<ConnectionKey, (Agent, RelayConnector)>>,
 }
 
 /// One event of a request: its id, the serial of the request that sent it
@@ -154,6 +156,7 @@ pub(crate) fn drive<T: OperationOutput>(
                         ctl.cancel();
                     }
                 }
+                Transmit::Connect(wanted) => net.open_ahead(&endpoint, wanted),
                 Transmit::Release(id) => {
                     // Delivered: its thread reads the answer to its end and
                     // ureq keeps the connection; nobody listens any more.
@@ -291,12 +294,76 @@ fn perform(
 }
 
 impl Net {
+    /// Opens connections to `endpoint` ahead of its POSTs (the core's
+    /// [`Transmit::Connect`]): as many as the connector's spares say are
+    /// missing, each on a request thread, kept until ureq needs a new
+    /// connection. ureq's own pool is not counted (it cannot be seen); the
+    /// core asks only on an attachment's first operation, when nothing is
+    /// kept yet. A failure is only logged: the POST that needs a
+    /// connection opens its own and reports.
+    fn open_ahead(self: &Arc<Self>, endpoint: &Arc<RelayEndpoint>, wanted: usize) {
+        let Ok((_, connector)) = self.agent_and_connector(endpoint) else {
+            return;
+        };
+        let key = endpoint.connection_key();
+        let missing = connector
+            .spares
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .reserve_ahead(&key, wanted, Instant::now());
+        for _ in 0..missing {
+            let job_connector = connector.clone();
+            let resolver = VettingResolver {
+                endpoint: Arc::clone(endpoint),
+                resolver: Arc::clone(&self.settings.resolver),
+            };
+            let (budget, job_key) = (self.settings.connect_timeout, key.clone());
+            let span = tracing::Span::current();
+            let job = Box::new(move || {
+                let _entered = span.enter();
+                let deadline = Instant::now() + budget;
+                let opened = resolver.vetted(budget).and_then(|ips| {
+                    let port = job_connector.endpoint.port();
+                    let vetted: Vec<std::net::SocketAddr> = ips
+                        .into_iter()
+                        .map(|ip| std::net::SocketAddr::new(ip, port))
+                        .collect();
+                    job_connector.open_spare(&vetted, deadline)
+                });
+                match opened {
+                    Ok(()) => tracing::debug!("relay connection opened ahead"),
+                    Err(e) => tracing::debug!(error = %e, "opening a connection ahead failed"),
+                }
+                job_connector
+                    .spares
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .ahead_done(&job_key);
+            });
+            if self.pool.execute(job).is_err() {
+                connector
+                    .spares
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .ahead_done(&key);
+            }
+        }
+    }
+
     /// The agent (and pool of kept connections) of `endpoint`'s key.
     fn agent(&self, endpoint: &Arc<RelayEndpoint>) -> Result<Agent, Error> {
+        self.agent_and_connector(endpoint).map(|(agent, _)| agent)
+    }
+
+    /// The agent of `endpoint`'s key and its connector, made on first use.
+    fn agent_and_connector(
+        &self,
+        endpoint: &Arc<RelayEndpoint>,
+    ) -> Result<(Agent, RelayConnector), Error> {
         let key = endpoint.connection_key();
         let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(agent) = agents.get(&key) {
-            return Ok(agent.clone());
+        if let Some(found) = agents.get(&key) {
+            return Ok(found.clone());
         }
         let tls = if endpoint.uses_tls() {
             Some(self.settings.tls.clone()?)
@@ -321,14 +388,16 @@ impl Net {
             endpoint: Arc::clone(endpoint),
             tls,
             lifetime: pool.lifetime,
+            spares: Arc::new(Mutex::new(ConnectionPool::new(pool))),
+            buffer_sizes: (config.input_buffer_size(), config.output_buffer_size()),
         };
         let resolver = VettingResolver {
             endpoint: Arc::clone(endpoint),
             resolver: Arc::clone(&self.settings.resolver),
         };
-        let agent = Agent::with_parts(config, connector, resolver);
-        agents.insert(key, agent.clone());
-        Ok(agent)
+        let agent = Agent::with_parts(config, connector.clone(), resolver);
+        agents.insert(key, (agent.clone(), connector.clone()));
+        Ok((agent, connector))
     }
 }
 

@@ -144,38 +144,49 @@ impl VettingResolver {
             });
             return Err(());
         }
-        let addrs = match self.endpoint.resolved_literal() {
-            Some(ip) => vec![ip],
-            None => match resolve_within(
-                &self.resolver,
-                self.endpoint.host(),
-                self.endpoint.port(),
-                budget_of(timeout),
-            ) {
-                Ok(addrs) => addrs,
-                Err(e) => {
-                    let kind = if e.kind() == io::ErrorKind::TimedOut {
-                        TransportErrorKind::Timeout
-                    } else {
-                        TransportErrorKind::Dns
-                    };
-                    let message = format!(
-                        "could not resolve the relay host [{}]: {e}",
-                        self.endpoint.host()
-                    );
-                    record(|f| f.fail(kind, &message));
-                    return Err(());
-                }
-            },
-        };
-        match self.endpoint.vet_resolved(&addrs) {
+        match self.vetted(budget_of(timeout)) {
             Ok(vetted) => Ok(vetted),
-            Err(refusal) => {
-                tracing::debug!(host = self.endpoint.host(), rule = ?refusal.rule, "resolved addresses refused by the egress policy");
+            Err(Error::EgressRefused(refusal)) => {
                 record(|f| f.refuse(refusal));
                 Err(())
             }
+            Err(e) => {
+                record(|f| f.set(e));
+                Err(())
+            }
         }
+    }
+
+    /// The endpoint's addresses (its literal one, or the resolver's answer
+    /// within `budget`), vetted by the core.
+    pub(crate) fn vetted(&self, budget: Duration) -> Result<Vec<IpAddr>, Error> {
+        let addrs = match self.endpoint.resolved_literal() {
+            Some(ip) => vec![ip],
+            None => resolve_within(
+                &self.resolver,
+                self.endpoint.host(),
+                self.endpoint.port(),
+                budget,
+            )
+            .map_err(|e| {
+                let kind = if e.kind() == io::ErrorKind::TimedOut {
+                    TransportErrorKind::Timeout
+                } else {
+                    TransportErrorKind::Dns
+                };
+                Error::Transport(TransportError::new(
+                    kind,
+                    format!(
+                        "could not resolve the relay host [{}]: {e}",
+                        self.endpoint.host()
+                    ),
+                ))
+            })?,
+        };
+        self.endpoint.vet_resolved(&addrs).map_err(|refusal| {
+            tracing::debug!(host = self.endpoint.host(), rule = ?refusal.rule, "resolved addresses refused by the egress policy");
+            Error::EgressRefused(refusal)
+        })
     }
 }
 

@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Error, PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr, ProxyConnectResponse, RelayEndpoint,
-    TransportError, TransportErrorKind,
+    ConnectionPool, Error, PROXY_CONNECT_MAX_HEAD_BYTES, ProxyAddr, ProxyConnectResponse,
+    RelayEndpoint, TransportError, TransportErrorKind,
 };
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
@@ -134,6 +134,7 @@ fn remaining(deadline: Instant, what: &str) -> Result<Duration, Error> {
 
 /// Opens the connections of one connection key. See the module
 /// documentation.
+#[derive(Clone)]
 pub(crate) struct RelayConnector {
     /// An endpoint of the key (its host, port, proxy and policy are the
     /// key's).
@@ -142,6 +143,11 @@ pub(crate) struct RelayConnector {
     pub(crate) tls: Option<Arc<ClientConfig>>,
     /// A connection older than this is not reused.
     pub(crate) lifetime: Duration,
+    /// Connections opened ahead of the POSTs (the core's
+    /// `Transmit::Connect`), handed to ureq before it opens one itself.
+    pub(crate) spares: Arc<Mutex<ConnectionPool<RelayTransport>>>,
+    /// ureq's buffer sizes (input, output), for a connection opened ahead.
+    pub(crate) buffer_sizes: (usize, usize),
 }
 
 impl fmt::Debug for RelayConnector {
@@ -162,6 +168,10 @@ impl Connector<()> for RelayConnector {
         details: &ConnectionDetails,
         _chained: Option<()>,
     ) -> Result<Option<RelayTransport>, ureq::Error> {
+        if let Some(spare) = self.take_spare() {
+            tracing::trace!("a connection opened ahead");
+            return Ok(Some(spare));
+        }
         // `details.timeout` is the connect phase's budget: the builder's
         // connect timeout, capped by the request's deadline. It bounds the
         // TCP connects, the CONNECT tunnel and the TLS handshake together.
@@ -190,6 +200,39 @@ impl Connector<()> for RelayConnector {
 }
 
 impl RelayConnector {
+    /// A connection opened ahead that is still open and within its bounds.
+    fn take_spare(&self) -> Option<RelayTransport> {
+        let key = self.endpoint.connection_key();
+        self.spares
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(&key, Instant::now(), |t| t.is_open())
+            .map(|k| k.conn)
+    }
+
+    /// Opens a connection to one of `vetted` (by `deadline`) ahead of the
+    /// POSTs, and keeps it for the next request ureq cannot serve from its
+    /// own pool.
+    pub(crate) fn open_spare(&self, vetted: &[SocketAddr], deadline: Instant) -> Result<(), Error> {
+        let io = self.open(vetted, deadline)?;
+        let created = Instant::now();
+        let transport = RelayTransport {
+            buffers: LazyBuffers::new(self.buffer_sizes.0, self.buffer_sizes.1),
+            io,
+            created,
+            lifetime: self.lifetime,
+            attached: None,
+        };
+        let mut spares = self.spares.lock().unwrap_or_else(PoisonError::into_inner);
+        spares.put(
+            self.endpoint.connection_key(),
+            transport,
+            created,
+            Instant::now(),
+        );
+        Ok(())
+    }
+
     fn open(&self, vetted: &[SocketAddr], deadline: Instant) -> Result<Io, Error> {
         if vetted.is_empty() {
             return Err(transport(
@@ -408,6 +451,35 @@ impl Io {
             Io::Tls(s) => &s.sock,
         }
     }
+
+    /// Whether the connection is still open: see [`probe`]. Over TLS, what
+    /// the relay's TLS sends after the handshake (TLS 1.3 session tickets,
+    /// which a connection opened ahead has not read yet) is taken in
+    /// without blocking; only application data, a close or an alert mean
+    /// it is not.
+    fn is_open(&mut self) -> bool {
+        let tls = match self {
+            Io::Plain(s) => return probe(s),
+            Io::Tls(tls) => tls,
+        };
+        if tls.sock.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let open = loop {
+            match tls.conn.read_tls(&mut tls.sock) {
+                Ok(0) => break false,
+                Ok(_) => match tls.conn.process_new_packets() {
+                    Ok(state)
+                        if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() => {}
+                    _ => break false,
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break false,
+            }
+        };
+        tls.sock.set_nonblocking(false).is_ok() && open
+    }
 }
 
 impl Read for Io {
@@ -584,7 +656,7 @@ impl Transport for RelayTransport {
     fn is_open(&mut self) -> bool {
         // ureq's probe before it reuses a kept connection: found closed (or
         // too old to reuse), it is not used and another is opened.
-        self.created.elapsed() < self.lifetime && probe(self.io.socket())
+        self.created.elapsed() < self.lifetime && self.io.is_open()
     }
 
     fn is_tls(&self) -> bool {

@@ -20,7 +20,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tracing::Instrument;
 
 use human_plus_core::{
     ConnectionKey, ConnectionPool, Error, ProxyAddr, ProxyConnectResponse, RelayEndpoint,
@@ -91,6 +93,40 @@ impl Connector {
         let at = now();
         pool.purge(at);
         pool.put(key, conn, created, at);
+    }
+
+    /// Opens connections to `endpoint` ahead of its POSTs (the core's
+    /// [`Transmit::Connect`](human_plus_core::Transmit::Connect)): as many
+    /// as the pool says are missing, each on a task of its own that keeps
+    /// it idle once open (bounded by the connect timeout; a failure is only
+    /// logged: the POST that needs a connection opens its own and reports).
+    pub(crate) fn open_ahead(self: &Arc<Self>, endpoint: &Arc<RelayEndpoint>, wanted: usize) {
+        let key = endpoint.connection_key();
+        let open = self
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .reserve_ahead(&key, wanted, now());
+        for _ in 0..open {
+            let (connector, endpoint, key) = (Arc::clone(self), Arc::clone(endpoint), key.clone());
+            tokio::spawn(
+                async move {
+                    match connector.open(&endpoint).await {
+                        Ok(conn) => {
+                            tracing::debug!("relay connection opened ahead");
+                            connector.put(key.clone(), conn, now());
+                        }
+                        Err(e) => tracing::debug!(error = %e, "opening a connection ahead failed"),
+                    }
+                    connector
+                        .pool
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .ahead_done(&key);
+                }
+                .instrument(tracing::Span::current()),
+            );
+        }
     }
 
     /// Opens a connection to `endpoint`.

@@ -158,6 +158,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                     // keeps the connection; nobody listens any more.
                     inflight.handles.remove(&id);
                 }
+                Transmit::Connect(wanted) => connector.open_ahead(&endpoint, wanted),
             }
         }
         if let Some(outcome) = op.poll_outcome() {
