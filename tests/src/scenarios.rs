@@ -927,13 +927,20 @@ pub fn kept_connections<R: Runtime>(leg: LegKind) {
     let config = ManagerConfig::new(egress, sheet_trust(vec![])).transport(transport.warm(true));
     let hp = R::client(env.setup_with(config));
     let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    // The first operation opens the leg, two connections ahead for the
+    // POSTs and, on loopback, where the leg can answer before those are
+    // ready, a POST or two of its own: not counted.
+    read_a1(hp.as_ref(), a.id());
     let before = proxy.targets().len();
-    for _ in 0..6 {
+    for _ in 0..5 {
         read_a1(hp.as_ref(), a.id());
     }
     let warm = proxy.targets().len() - before;
     crate::dump_log(&["relay connection", "relay request", "WARM", "failed"]);
-    assert!(warm <= 4, "{leg:?}: {warm} connections for 6 warm calls");
+    assert!(
+        warm <= 1,
+        "{leg:?}: {warm} new connections for 5 warm calls"
+    );
     assert_eq!(env.surface().calls().len(), 10, "each call applied once");
 
     // The relay closes every kept connection once it is idle (as Node does
