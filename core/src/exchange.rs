@@ -1365,8 +1365,9 @@ impl Exchange {
                 // It may have been written: never sent again.
                 self.post = PostState::Lost;
                 match (&self.acts, &self.expect) {
-                    // Its reply may still come on the leg: wait for it.
-                    (Acts::Yes(_), Some(_)) if io.leg_open() => {}
+                    // Its reply may still come on the leg: wait for it (a
+                    // read too: the reply is the answer it asked for).
+                    (_, Some(_)) if io.leg_open() => {}
                     (Acts::Yes(what), _) => {
                         let e = Error::DeliveryUnknown(what.clone());
                         self.finish(io, Err(e));

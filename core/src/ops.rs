@@ -835,10 +835,12 @@ impl Machine {
                 } else {
                     self.step = Step::Initialize;
                     // An attachment's first operation here: nothing is kept
-                    // yet. Two connections for the POSTs open while the leg
-                    // subscribes (initialize, then `initialized` beside the
-                    // first tools/list).
-                    self.io.connect_ahead = 2;
+                    // yet. Connections for the POSTs open while the leg
+                    // subscribes: initialize, then `initialized` beside the
+                    // first tools/list — which may leave before
+                    // initialize's own HTTP answer frees its connection
+                    // (its reply can come first, on the leg).
+                    self.io.connect_ahead = 3;
                     let params = json!({
                         "protocolVersion": MCP_PROTOCOL_VERSION,
                         "capabilities": {},

@@ -217,11 +217,11 @@ fn initialized_goes_beside_the_first_list_and_connections_open_ahead() {
         // not one POST answer later.
         assert_eq!(at("notifications/initialized"), at("tools/list"), "{leg:?}");
         assert!(at("initialize") < at("tools/list"), "{leg:?}");
-        // The first operation asked for two connections while its leg
+        // The first operation asked for three connections while its leg
         // subscribed; an initialised one asks for none.
-        assert_eq!(a.sim.connects_asked, 2, "{leg:?}");
+        assert_eq!(a.sim.connects_asked, 3, "{leg:?}");
         a.call("sheet_read", Value::Null).unwrap();
-        assert_eq!(a.sim.connects_asked, 2, "{leg:?}: asked once");
+        assert_eq!(a.sim.connects_asked, 3, "{leg:?}: asked once");
     }
 }
 
@@ -232,6 +232,24 @@ fn a_gone_session_in_the_answer_to_initialized_ends_the_operation() {
     a.sim.faults.post_status_for = Some(("notifications/initialized".into(), 410));
     let e = a.tools().unwrap_err();
     assert_eq!(e, Error::SurfaceUnavailable);
+}
+
+#[test]
+fn a_read_whose_answer_is_lost_takes_its_reply_from_the_leg() {
+    for leg in legs() {
+        let (_, sim) = sheet();
+        let mut a = Agent::new(sim).with_leg(leg.clone());
+        a.sim.faults.lose_post_answer = Some("tools/list".into());
+        let d = a.tools().unwrap();
+        assert!(!d.tools.is_empty(), "{leg:?}");
+        let lists = a
+            .sim
+            .methods()
+            .iter()
+            .filter(|m| *m == "tools/list")
+            .count();
+        assert_eq!(lists, 1, "{leg:?}: not sent again");
+    }
 }
 
 #[test]

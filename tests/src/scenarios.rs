@@ -927,7 +927,7 @@ pub fn kept_connections<R: Runtime>(leg: LegKind) {
     let config = ManagerConfig::new(egress, sheet_trust(vec![])).transport(transport.warm(true));
     let hp = R::client(env.setup_with(config));
     let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
-    // The first operation opens the leg, two connections ahead for the
+    // The first operation opens the leg, connections ahead for the
     // POSTs and, on loopback, where the leg can answer before those are
     // ready, a POST or two of its own: not counted.
     read_a1(hp.as_ref(), a.id());
