@@ -7,6 +7,8 @@
 //! * [`net`]: the relay and demo surfaces in a child process, the three
 //!   runtimes' managers, and the floor (a bare hyper client);
 //! * [`scale`]: 1,000 attachments calling concurrently;
+//! * [`idle`]: 10,000 warm attachments idle in one process, then calling
+//!   once each;
 //! * [`timing`]: the harness the `compare` binary and `bench.py` share;
 //! * [`link`]: a simulated network link (one round trip per new
 //!   connection, half a round trip per chunk per direction);
@@ -23,6 +25,7 @@
 
 pub mod across;
 pub mod data;
+pub mod idle;
 pub mod kept;
 pub mod link;
 pub mod net;

@@ -214,7 +214,13 @@ pub fn process_cpu(path: &str) -> Duration {
 /// A line of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
 #[must_use]
 pub fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    proc_status_kib("self", key)
+}
+
+/// A line of `/proc/<pid>/status` in KiB (`pid` a process id or `self`).
+#[must_use]
+pub fn proc_status_kib(pid: &str, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
         .find_map(|l| {

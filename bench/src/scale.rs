@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kept::{KeptFloor, Route};
 use crate::net::{self, Floor, LegKind, Server, participant, pinned_policy, status_kib};
 use crate::timing::{percentile, us};
 
@@ -57,6 +58,27 @@ impl InFlight {
     fn leave(&self) {
         self.now.fetch_sub(1, Ordering::Relaxed);
     }
+
+    /// Runs one call counted in flight, records its latency or its error
+    /// in `tally`; true when the wave is over (`deadline` passed, or none:
+    /// the warm-up wave makes one call each).
+    async fn time<T, E: std::fmt::Display>(
+        &self,
+        tally: &mut Tally,
+        deadline: Option<Instant>,
+        call: impl std::future::Future<Output = Result<T, E>>,
+    ) -> bool {
+        self.enter();
+        let t = Instant::now();
+        let r = call.await;
+        let took = t.elapsed();
+        self.leave();
+        match r {
+            Ok(_) => tally.latencies.push(took),
+            Err(e) => tally.error(&e),
+        }
+        deadline.is_none_or(|d| Instant::now() >= d)
+    }
 }
 
 fn report(
@@ -91,6 +113,40 @@ fn report(
     })
 }
 
+/// What a scale run reports besides its waves.
+struct Measured<'a> {
+    name: String,
+    attachments: usize,
+    rss_before: u64,
+    server: &'a Server,
+    inflight: &'a InFlight,
+    duration: Duration,
+}
+
+impl Measured<'_> {
+    /// Runs the warm-up wave (one call each; its errors join `warmup`'s),
+    /// then the measured wave until the duration has passed; reports.
+    fn run(self, mut warmup: Tally, mut wave: impl FnMut(Option<Instant>) -> Tally) -> Value {
+        warmup.merge(wave(None));
+        let cpu0 = (self_cpu(), self.server.cpu());
+        let start = Instant::now();
+        let mut tally = wave(Some(start + self.duration));
+        let elapsed = start.elapsed();
+        let cpu = (self_cpu() - cpu0.0, self.server.cpu() - cpu0.1);
+        let mut out = report(
+            &self.name,
+            self.attachments,
+            &mut tally,
+            elapsed,
+            self.rss_before,
+            self.inflight.peak.load(Ordering::Relaxed),
+            cpu,
+        );
+        out["warmup_errors"] = json!(warmup.errors.values().sum::<u64>());
+        out
+    }
+}
+
 fn self_cpu() -> Duration {
     net::process_cpu("/proc/self/stat")
 }
@@ -103,26 +159,49 @@ fn tokio_rt() -> tokio::runtime::Runtime {
         .unwrap_or_else(|e| panic!("runtime: {e}"))
 }
 
+/// Mints `n` attachments on `hp` (owners `owner-<i>`, spread over the
+/// server's sessions); no network. Returns (owner, attachment id) pairs.
+///
+/// # Panics
+/// When an invitation is refused (it is not).
+#[must_use]
+pub fn attach_all(
+    rt: &tokio::runtime::Runtime,
+    hp: &human_plus_tokio::HumanPlus,
+    server: &Server,
+    n: usize,
+) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| {
+            let owner = format!("owner-{i}");
+            let att = rt
+                .block_on(hp.attach(owner.as_str(), server.invitation(i), participant()))
+                .unwrap_or_else(|e| panic!("attach: {e}"));
+            (owner, att.id().to_owned())
+        })
+        .collect()
+}
+
 /// `attachments` attachments spread over `sessions` surfaces, each calling
 /// in a loop for `duration` after one warm-up call each, as tasks on one
-/// tokio runtime (two workers).
+/// tokio runtime (two workers); `warm`: in warm-attachment mode (each
+/// attachment's leg stays open between its calls).
 ///
 /// # Panics
 /// When the setup fails.
 #[must_use]
-pub fn run_tokio(sessions: usize, attachments: usize, duration: Duration, leg: LegKind) -> Value {
+pub fn run_tokio(
+    sessions: usize,
+    attachments: usize,
+    duration: Duration,
+    leg: LegKind,
+    warm: bool,
+) -> Value {
     let server = Server::start(sessions);
     let policy = pinned_policy(&server);
     let rt = tokio_rt();
-    let hp = human_plus_tokio::HumanPlus::new(server.config(leg.receive_leg(), policy, false));
-    let mut ids = Vec::with_capacity(attachments);
-    for i in 0..attachments {
-        let owner = format!("owner-{i}");
-        let att = rt
-            .block_on(hp.attach(owner.as_str(), server.invitation(i), participant()))
-            .unwrap_or_else(|e| panic!("attach: {e}"));
-        ids.push((owner, att.id().to_owned()));
-    }
+    let hp = human_plus_tokio::HumanPlus::new(server.config(leg.receive_leg(), policy, warm));
+    let ids = attach_all(&rt, &hp, &server, attachments);
     let rss_before = status_kib("VmRSS");
     let inflight = Arc::new(InFlight::default());
     let wave = |deadline: Option<Instant>| -> Tally {
@@ -134,22 +213,14 @@ pub fn run_tokio(sessions: usize, attachments: usize, duration: Duration, leg: L
                 let inflight = Arc::clone(&inflight);
                 tasks.push(tokio::spawn(async move {
                     let mut tally = Tally::default();
-                    loop {
-                        inflight.enter();
-                        let t = Instant::now();
-                        let r = hp
-                            .call(owner.as_str(), &id, net::TOOL, net::tool_args())
-                            .await;
-                        let took = t.elapsed();
-                        inflight.leave();
-                        match r {
-                            Ok(_) => tally.latencies.push(took),
-                            Err(e) => tally.error(&e),
-                        }
-                        if deadline.is_none_or(|d| Instant::now() >= d) {
-                            break;
-                        }
-                    }
+                    while !inflight
+                        .time(
+                            &mut tally,
+                            deadline,
+                            hp.call(owner.as_str(), &id, net::TOOL, net::tool_args()),
+                        )
+                        .await
+                    {}
                     tally
                 }));
             }
@@ -162,23 +233,19 @@ pub fn run_tokio(sessions: usize, attachments: usize, duration: Duration, leg: L
             all
         })
     };
-    let warm = wave(None);
-    let cpu0 = (self_cpu(), server.cpu());
-    let start = Instant::now();
-    let mut tally = wave(Some(start + duration));
-    let elapsed = start.elapsed();
-    let cpu = (self_cpu() - cpu0.0, server.cpu() - cpu0.1);
-    let mut out = report(
-        &format!("tokio ({} leg)", leg.name()),
+    Measured {
+        name: format!(
+            "tokio{} ({} leg)",
+            if warm { ", warm" } else { "" },
+            leg.name()
+        ),
         attachments,
-        &mut tally,
-        elapsed,
         rss_before,
-        inflight.peak.load(Ordering::Relaxed),
-        cpu,
-    );
-    out["warmup_errors"] = json!(warm.errors.values().sum::<u64>());
-    out
+        server: &server,
+        inflight: &inflight,
+        duration,
+    }
+    .run(Tally::default(), wave)
 }
 
 /// The same on the blocking runtime: `threads` worker threads, each owning
@@ -252,23 +319,15 @@ pub fn run_blocking(
             all
         })
     };
-    let warm = wave(None);
-    let cpu0 = (self_cpu(), server.cpu());
-    let start = Instant::now();
-    let mut tally = wave(Some(start + duration));
-    let elapsed = start.elapsed();
-    let cpu = (self_cpu() - cpu0.0, server.cpu() - cpu0.1);
-    let mut out = report(
-        &format!("blocking, {threads} threads (sse leg)"),
+    Measured {
+        name: format!("blocking, {threads} threads (sse leg)"),
         attachments,
-        &mut tally,
-        elapsed,
         rss_before,
-        inflight.peak.load(Ordering::Relaxed),
-        cpu,
-    );
-    out["warmup_errors"] = json!(warm.errors.values().sum::<u64>());
-    out
+        server: &server,
+        inflight: &inflight,
+        duration,
+    }
+    .run(Tally::default(), wave)
 }
 
 /// The floor at the same concurrency: `clients` bare hyper clients doing a
@@ -300,20 +359,10 @@ pub fn run_floor(sessions: usize, clients: usize, duration: Duration, leg: LegKi
                 let inflight = Arc::clone(&inflight);
                 tasks.push(tokio::spawn(async move {
                     let mut tally = Tally::default();
-                    loop {
-                        inflight.enter();
-                        let t = Instant::now();
-                        let r = floor.operation(leg).await;
-                        let took = t.elapsed();
-                        inflight.leave();
-                        match r {
-                            Ok(_) => tally.latencies.push(took),
-                            Err(e) => tally.error(&e),
-                        }
-                        if deadline.is_none_or(|d| Instant::now() >= d) {
-                            break;
-                        }
-                    }
+                    while !inflight
+                        .time(&mut tally, deadline, floor.operation(leg))
+                        .await
+                    {}
                     tally
                 }));
             }
@@ -326,21 +375,99 @@ pub fn run_floor(sessions: usize, clients: usize, duration: Duration, leg: LegKi
             all
         })
     };
-    let warm = wave(None);
-    let cpu0 = (self_cpu(), server.cpu());
-    let start = Instant::now();
-    let mut tally = wave(Some(start + duration));
-    let elapsed = start.elapsed();
-    let cpu = (self_cpu() - cpu0.0, server.cpu() - cpu0.1);
-    let mut out = report(
-        &format!("floor, bare hyper on tokio ({} leg)", leg.name()),
-        clients,
-        &mut tally,
-        elapsed,
+    Measured {
+        name: format!("floor, bare hyper on tokio ({} leg)", leg.name()),
+        attachments: clients,
         rss_before,
-        inflight.peak.load(Ordering::Relaxed),
-        cpu,
-    );
-    out["warmup_errors"] = json!(warm.errors.values().sum::<u64>());
-    out
+        server: &server,
+        inflight: &inflight,
+        duration,
+    }
+    .run(Tally::default(), wave)
+}
+
+/// The keep-alive floor at the same concurrency: `clients` keep-alive floor
+/// clients ([`KeptFloor`]: one leg open for the whole run, kept POST
+/// connections), each doing a `tools/list` then a pinned `tools/call`
+/// exchange in a loop, on one tokio runtime. Their legs and connections
+/// are opened (and `initialize` run) after the "before" RSS is read, as
+/// the Human+ rows open theirs in the warm-up wave.
+///
+/// # Panics
+/// When the setup fails.
+#[must_use]
+pub fn run_kept_floor(sessions: usize, clients: usize, duration: Duration, leg: LegKind) -> Value {
+    let server = Server::start(sessions);
+    let rt = tokio_rt();
+    let relay = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+    let rss_before = status_kib("VmRSS");
+    let inflight = Arc::new(InFlight::default());
+    // Open every client (at most 64 opening at once), then hand each to
+    // its own task.
+    let (floors, open_errors) = rt.block_on(async {
+        let gate = Arc::new(tokio::sync::Semaphore::new(64));
+        let mut tasks = Vec::with_capacity(clients);
+        for i in 0..clients {
+            let session = server.sessions[i % server.sessions.len()].clone();
+            let gate = Arc::clone(&gate);
+            tasks.push(tokio::spawn(async move {
+                let _permit = gate.acquire().await;
+                let mut k = KeptFloor::open(
+                    &Route::Direct(relay),
+                    &session,
+                    &format!("kept_{i:05}"),
+                    leg,
+                )
+                .await?;
+                k.initialize_and_list().await?;
+                Ok::<_, crate::kept::FloorError>(k)
+            }));
+        }
+        let mut floors = Vec::with_capacity(clients);
+        let mut errors = Tally::default();
+        for t in tasks {
+            match t.await {
+                Ok(Ok(k)) => floors.push(k),
+                Ok(Err(e)) => errors.error(&e),
+                Err(e) => errors.error(&e),
+            }
+        }
+        (floors, errors)
+    });
+    let mut floors: Vec<Option<KeptFloor>> = floors.into_iter().map(Some).collect();
+    let wave = |deadline: Option<Instant>| -> Tally {
+        rt.block_on(async {
+            let mut tasks = Vec::with_capacity(floors.len());
+            for slot in &mut floors {
+                let Some(mut floor) = slot.take() else {
+                    continue;
+                };
+                let inflight = Arc::clone(&inflight);
+                tasks.push(tokio::spawn(async move {
+                    let mut tally = Tally::default();
+                    while !inflight.time(&mut tally, deadline, floor.operation()).await {}
+                    (floor, tally)
+                }));
+            }
+            let mut all = Tally::default();
+            let mut back = Vec::with_capacity(tasks.len());
+            for t in tasks {
+                if let Ok((floor, t)) = t.await {
+                    back.push(Some(floor));
+                    all.merge(t);
+                }
+            }
+            floors = back;
+            all
+        })
+    };
+    Measured {
+        name: format!("keep-alive floor, bare hyper on tokio ({} leg)", leg.name()),
+        attachments: clients,
+        rss_before,
+        server: &server,
+        inflight: &inflight,
+        duration,
+    }
+    .run(open_errors, wave)
 }

@@ -1,7 +1,7 @@
 //! `compare`: every benchmark of `BENCHMARKS.md`, side by side, in one run.
 //!
 //! ```text
-//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|gen|link]
+//! cargo run -p human-plus-bench --release --bin compare -- [all|micro|e2e|scale|idle|gen|link]
 //! ```
 //!
 //! * `micro`: the core workloads, in Rust and through the Python port (by
@@ -10,17 +10,21 @@
 //!   demo surface on loopback, beside the floor (a bare hyper client, one
 //!   connection per request) and the keep-alive floor (one open leg, kept
 //!   connections);
-//! * `scale`: 1,000 attachments calling concurrently (tokio; blocking with
-//!   64 threads; the floor);
-//! * `all` (the default): all three;
+//! * `scale`: 1,000 attachments calling concurrently (tokio, cold and warm;
+//!   blocking with 64 threads; the floor; the keep-alive floor);
+//! * `idle`: 10,000 warm attachments idle in one tokio process (memory per
+//!   attachment), then every one of them calling once more;
+//! * `all` (the default): all four;
 //! * `link`: the `human-plus` command across a simulated link, in round
 //!   trips (not part of `all`: it spawns the release `human-plus` binary;
 //!   see `BENCHMARKS.md`).
 //!
 //! Options: `--calls N` (e2e, default 400), `--secs S` (scale, default
-//! 20), `--attachments N` (default 1000), `--sessions N` (default 8),
-//! `--threads N` (default 64), `--warm` (e2e: also the warm-attachment
-//! mode), `--no-python`.
+//! 20), `--attachments N` (scale default 1000, idle default 10000),
+//! `--sessions N` (default 8), `--threads N` (default 64), `--warm` (e2e:
+//! also the warm-attachment mode), `--no-python`; idle also takes
+//! `--in-flight N` (calls at once, default 1000) and `--idle-secs S`
+//! (default 20), and under `all` `--idle-attachments N`.
 //!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
@@ -48,7 +52,7 @@ use human_plus_bench::data::{self, Inputs};
 use human_plus_bench::kept::{KeptFloor, Route};
 use human_plus_bench::net::{self, Client, Floor, LegKind, RuntimeKind, Server};
 use human_plus_bench::timing::{self, Timing, percentile, us};
-use human_plus_bench::{scale, workloads as w};
+use human_plus_bench::{idle, scale, workloads as w};
 use human_plus_core::SeededEntropy;
 use serde_json::Value;
 
@@ -60,6 +64,7 @@ struct Opts {
     threads: usize,
     warm: bool,
     python: bool,
+    idle: idle::IdleOpts,
 }
 
 fn main() {
@@ -80,10 +85,29 @@ fn main() {
         threads: flag("--threads", 64),
         warm: args.iter().any(|a| a == "--warm"),
         python: !args.iter().any(|a| a == "--no-python"),
+        idle: idle::IdleOpts {
+            sessions: flag("--sessions", 8),
+            attachments: if cmd == "idle" || cmd == "idle-run" {
+                flag("--attachments", 10_000)
+            } else {
+                flag("--idle-attachments", 10_000)
+            },
+            in_flight: flag("--in-flight", 1000).max(1),
+            idle: Duration::from_secs(flag("--idle-secs", 20) as u64),
+        },
     };
     match cmd {
-        "serve" => net::serve(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1)),
+        "serve" => {
+            // As many sockets as the clients' legs need (idle: 10,000).
+            let _ = idle::raise_nofile();
+            net::serve(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1));
+        }
         "scale-run" => scale_run(&args),
+        "idle-run" => println!("{}", idle::run(&opts.idle)),
+        "idle" => {
+            machine();
+            idle_all(&opts);
+        }
         "gen" => {
             data::ensure(&data::default_dir()).unwrap();
             println!("inputs in bench/data");
@@ -109,9 +133,10 @@ fn main() {
             micro(&opts);
             e2e(&opts);
             scale_all(&opts);
+            idle_all(&opts);
         }
         other => {
-            eprintln!("unknown command {other}; use all, micro, e2e, scale, gen or link");
+            eprintln!("unknown command {other}; use all, micro, e2e, scale, idle, gen or link");
             std::process::exit(2);
         }
     }
@@ -141,13 +166,29 @@ fn machine() {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "# Machine: {cores} cores ({cpu}), {mem:.1} GiB RAM, {rustc}; load average at start: {}",
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        load()
+    );
+    println!();
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Says how long a part took and the load average at its start and end.
+fn part_done(name: &str, started: Instant, load_at_start: &str) {
+    println!(
+        "({name} took {:.0} s; load average at its start {load_at_start}, at its end {})",
+        started.elapsed().as_secs_f64(),
+        load()
     );
     println!();
 }
@@ -431,13 +472,14 @@ impl Series {
 }
 
 fn e2e(opts: &Opts) {
+    let (started, load_at_start) = (Instant::now(), load());
     println!(
         "## 3. End to end on loopback: one pinned call (`sheet_get_cell`), {} calls per row after 30 warm-up calls, interleaved with the floor",
         opts.calls
     );
     println!();
     println!(
-        "A Human+ `call` is TWO exchanges (tools/list, then the pinned tools/call: trust is re-checked on every operation). The floor does the same two exchanges with a bare hyper client (one connection per request, as the runtimes do) and no Human+ work. The keep-alive floor does them too, with nothing opened per call: one receive leg kept open for the whole run (an SSE stream, or a long-poll always parked), kept POST connections."
+        "A cold Human+ `call` is TWO exchanges (tools/list, then the pinned tools/call: trust is re-checked on every operation) on one receive leg subscribed for the operation, over kept connections. A warm call keeps its leg open between operations and reuses the admitted listing while it is provably current (the demo surface declares `tools.listChanged`): one tools/call exchange. The floor does the same two exchanges with a bare hyper client (one connection per request) and no Human+ work. The keep-alive floor does them too, with nothing opened per call: one receive leg kept open for the whole run (an SSE stream, or a long-poll always parked), kept POST connections; its tools/call exchange alone is the last two columns."
     );
     println!();
     println!(
@@ -445,9 +487,9 @@ fn e2e(opts: &Opts) {
     );
     println!();
     println!(
-        "| runtime | leg | Human+ call p50 / p99 | floor, same 2 exchanges p50 / p99 | overhead at p50 | floor, 1 exchange (tools/call) p50 | Human+ call ÷ 1 floor exchange | client CPU per call: Human+ vs floor | errors | aim ≤ 1.10 at p50 | keep-alive floor (open leg), same 2 exchanges p50 / p99 | Human+ ÷ keep-alive floor at p50 (aim ≤ 1.10) |"
+        "| runtime | leg | Human+ call p50 / p99 | floor, same 2 exchanges p50 / p99 | overhead at p50 | floor, 1 exchange (tools/call) p50 | Human+ call ÷ 1 floor exchange | client CPU per call: Human+ vs floor | errors | aim ≤ 1.10 at p50 | keep-alive floor (open leg), same 2 exchanges p50 / p99 | Human+ ÷ keep-alive floor at p50 (aim ≤ 1.10) | keep-alive floor, 1 exchange (tools/call) p50 | Human+ ÷ it |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let server = Server::start(1);
     let policy = net::pinned_policy(&server);
     let floor_rt = tokio::runtime::Builder::new_current_thread()
@@ -471,6 +513,7 @@ fn e2e(opts: &Opts) {
         ];
         if opts.warm {
             kinds.push((RuntimeKind::Tokio, true));
+            kinds.push((RuntimeKind::Blocking, true));
             kinds.push((RuntimeKind::AsyncStd, true));
         }
         for (n, (kind, warm)) in kinds.into_iter().enumerate() {
@@ -514,6 +557,7 @@ fn e2e(opts: &Opts) {
             let mut fl = Series::new("floor".into());
             let mut fl1 = Series::new("floor 1".into());
             let mut kf = Series::new("keep-alive floor".into());
+            let mut kf1 = Series::new("keep-alive floor 1".into());
             let (mut hp_cpu, mut fl_cpu) = (Duration::ZERO, Duration::ZERO);
             for _ in 0..opts.calls {
                 let c = ProcessTime::now();
@@ -539,14 +583,17 @@ fn e2e(opts: &Opts) {
                     Err(e) => eprintln!("floor: {e}"),
                 }
                 match kept_rt.block_on(kept.operation()) {
-                    Ok((a, b)) => kf.samples.push(a + b),
+                    Ok((a, b)) => {
+                        kf.samples.push(a + b);
+                        kf1.samples.push(b);
+                    }
                     Err(e) => eprintln!("keep-alive floor: {e}"),
                 }
             }
             drop(kept);
             let (h50, h99, f50, f99, g50) =
                 (hp.p(50.0), hp.p(99.0), fl.p(50.0), fl.p(99.0), fl1.p(50.0));
-            let (k50, k99) = (kf.p(50.0), kf.p(99.0));
+            let (k50, k99, k1) = (kf.p(50.0), kf.p(99.0), kf1.p(50.0));
             let over_kept = h50.as_secs_f64() / k50.as_secs_f64();
             let over = h50.as_secs_f64() / f50.as_secs_f64();
             let key = format!("{} {}", kind.as_str(), leg.name());
@@ -556,7 +603,7 @@ fn e2e(opts: &Opts) {
                 _ => {}
             }
             println!(
-                "| {} | {} | {:.0} / {:.0} µs | {:.0} / {:.0} µs | {:.2}x | {:.0} µs | {:.2}x | {:.0} vs {:.0} µs | {} | {} | {:.0} / {:.0} µs | {:.2}x{} |",
+                "| {} | {} | {:.0} / {:.0} µs | {:.0} / {:.0} µs | {:.2}x | {:.0} µs | {:.2}x | {:.0} vs {:.0} µs | {} | {} | {:.0} / {:.0} µs | {:.2}x{} | {:.0} µs | {:.2}x |",
                 hp.name,
                 leg.name(),
                 us(h50),
@@ -574,6 +621,8 @@ fn e2e(opts: &Opts) {
                 us(k99),
                 over_kept,
                 if over_kept <= 1.10 { "" } else { " **no**" },
+                us(k1),
+                h50.as_secs_f64() / k1.as_secs_f64(),
             );
         }
     }
@@ -594,6 +643,7 @@ fn e2e(opts: &Opts) {
         );
     }
     println!();
+    part_done("e2e", started, &load_at_start);
 }
 
 // ---------------------------------------------------------------------------
@@ -609,15 +659,18 @@ fn scale_run(args: &[String]) {
     let (sessions, attachments, secs, threads) = (arg(2), arg(3), arg(4), arg(5));
     let d = Duration::from_secs(secs as u64);
     let v = match kind {
-        "tokio" => scale::run_tokio(sessions, attachments, d, LegKind::Sse),
-        "tokio-poll" => scale::run_tokio(sessions, attachments, d, LegKind::Poll),
+        "tokio" => scale::run_tokio(sessions, attachments, d, LegKind::Sse, false),
+        "tokio-warm" => scale::run_tokio(sessions, attachments, d, LegKind::Sse, true),
+        "tokio-poll" => scale::run_tokio(sessions, attachments, d, LegKind::Poll, false),
         "blocking" => scale::run_blocking(sessions, attachments, threads, d),
+        "kept" => scale::run_kept_floor(sessions, attachments, d, LegKind::Sse),
         _ => scale::run_floor(sessions, attachments, d, LegKind::Sse),
     };
     println!("{v}");
 }
 
 fn scale_all(opts: &Opts) {
+    let (started, load_at_start) = (Instant::now(), load());
     println!(
         "## 4. Scale: {} attachments over {} sessions (one relay, {} demo surfaces, in a child process), each calling `sheet_get_cell` in a loop for {} s after one warm-up call each",
         opts.attachments, opts.sessions, opts.sessions, opts.secs
@@ -630,9 +683,12 @@ fn scale_all(opts: &Opts) {
     let exe = std::env::current_exe().unwrap();
     let runs = [
         ("tokio", opts.attachments),
+        ("tokio-warm", opts.attachments),
         ("blocking", opts.attachments),
         ("floor", opts.attachments),
+        ("kept", opts.attachments),
     ];
+    let mut rates: Vec<(String, f64)> = Vec::new();
     for (kind, n) in runs {
         let out = Command::new(&exe)
             .args([
@@ -683,8 +739,125 @@ fn scale_all(opts: &Opts) {
         {
             eprintln!("{kind} errors: {kinds:?}");
         }
+        rates.push((kind.to_owned(), f("ops_per_sec")));
     }
     println!();
+    let rate = |k: &str| rates.iter().find(|r| r.0 == k).map(|r| r.1);
+    for (kind, r) in &rates {
+        if let (Some(floor), Some(kept)) = (rate("floor"), rate("kept")) {
+            println!(
+                "- {kind}: calls/s {:.2}x the floor's, {:.2}x the keep-alive floor's (aim for tokio: ≥ the floor's)",
+                r / floor,
+                r / kept
+            );
+        }
+    }
+    println!();
+    part_done("scale", started, &load_at_start);
+}
+
+// ---------------------------------------------------------------------------
+// idle
+
+fn idle_all(opts: &Opts) {
+    let (started, load_at_start) = (Instant::now(), load());
+    let o = &opts.idle;
+    println!(
+        "## 5. Idle: {} warm attachments in one tokio process (two workers) over {} sessions (one relay, {} demo surfaces, in a child process): each calls `sheet_get_cell` once (at most {} at once), all sit idle {} s with their SSE legs open, then each calls once more (at most {} at once)",
+        o.attachments,
+        o.sessions,
+        o.sessions,
+        o.in_flight,
+        o.idle.as_secs(),
+        o.in_flight
+    );
+    println!();
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(&exe)
+        .args([
+            "idle-run",
+            "--attachments",
+            &o.attachments.to_string(),
+            "--sessions",
+            &o.sessions.to_string(),
+            "--in-flight",
+            &o.in_flight.to_string(),
+            "--idle-secs",
+            &o.idle.as_secs().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    if v.is_null() {
+        eprintln!(
+            "idle-run failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        part_done("idle", started, &load_at_start);
+        return;
+    }
+    let f = |k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    let w = |wave: &str, k: &str| {
+        v.get(wave)
+            .and_then(|w| w.get(k))
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN)
+    };
+    if let Some(why) = v.get("limited_by").and_then(Value::as_str) {
+        println!("**Fewer attachments than asked**: {why}.");
+        println!();
+    }
+    println!(
+        "RLIMIT_NOFILE: soft {} / hard {} (the soft limit raised to the hard one, here and in the relay's process).",
+        f("nofile_soft"),
+        f("nofile_hard")
+    );
+    println!();
+    println!(
+        "| attachments | RSS before → idle (peak) | memory per idle warm attachment (aim ≤ 48 KiB) | relay+surfaces RSS before → idle (per attachment) | sockets open while idle: client / relay process | idle sockets still open after the second call | first call: errors, p50 / p99, wave time | second call: errors, p50 / p99, wave time (aim 0 errors) | CPU while idle: client / relay (ms per s) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let per = f("kib_per_attachment");
+    let errors2 = w("second", "errors");
+    println!(
+        "| {:.0} | {:.1} → {:.1} MiB ({:.1}) | {:.1} KiB {} | {:.1} → {:.1} MiB ({:.1} KiB) | {:.0} / {:.0} | {:.0} | {:.0}, {:.1} / {:.1} ms, {:.1} s | {:.0}, {:.1} / {:.1} ms, {:.1} s {} | {:.1} / {:.1} |",
+        f("attachments"),
+        f("rss_before_kib") / 1024.0,
+        f("rss_idle_kib") / 1024.0,
+        f("hwm_kib") / 1024.0,
+        per,
+        if per <= 48.0 { "yes" } else { "**no**" },
+        f("server_rss_before_kib") / 1024.0,
+        f("server_rss_idle_kib") / 1024.0,
+        f("server_kib_per_attachment"),
+        f("sockets_idle"),
+        f("server_sockets_idle"),
+        f("idle_sockets_still_open_after"),
+        w("first", "errors"),
+        w("first", "p50_us") / 1000.0,
+        w("first", "p99_us") / 1000.0,
+        w("first", "secs"),
+        errors2,
+        w("second", "p50_us") / 1000.0,
+        w("second", "p99_us") / 1000.0,
+        w("second", "secs"),
+        if errors2 == 0.0 { "yes" } else { "**no**" },
+        f("idle_client_cpu_ms_per_s"),
+        f("idle_server_cpu_ms_per_s"),
+    );
+    for wave in ["first", "second"] {
+        if let Some(kinds) = v
+            .get(wave)
+            .and_then(|w| w.get("error_kinds"))
+            .and_then(Value::as_object)
+            && !kinds.is_empty()
+        {
+            println!("- {wave} call errors: {kinds:?}");
+        }
+    }
+    println!();
+    part_done("idle", started, &load_at_start);
 }
 
 // ---------------------------------------------------------------------------
@@ -778,13 +951,9 @@ fn link(args: &[String]) {
         eprintln!("compare link: {e}");
         std::process::exit(1);
     }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "Run took {:.0} s; load average at the end: {}",
         started.elapsed().as_secs_f64(),
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        load()
     );
 }
