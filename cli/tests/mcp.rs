@@ -409,14 +409,21 @@ fn legacy_run(version: ProtocolVersion, runtime: &str, transport: &str) {
         // A terminal attachment is a clear error result, every time.
         if done.is_ok() {
             assert!(env.relay().drop_session(&env.session));
-            for _ in 0..2 {
-                let gone = call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
-                assert_eq!(gone.is_error, Some(true));
-                let t = text(&gone);
-                assert!(t.starts_with("surface_unavailable:"), "{t}");
-                assert!(t.contains("session has ended"), "{t}");
-                assert_eq!(meta(&gone, "code"), "surface_unavailable");
-            }
+            let gone = call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
+            assert_eq!(gone.is_error, Some(true));
+            let t = text(&gone);
+            assert!(t.starts_with("surface_unavailable:"), "{t}");
+            assert!(t.contains("session has ended"), "{t}");
+            assert_eq!(meta(&gone, "code"), "surface_unavailable");
+            // And again: the attachment has ended.
+            let again = call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
+            assert_eq!(again.is_error, Some(true));
+            assert!(
+                text(&again).contains("session has ended"),
+                "{}",
+                text(&again)
+            );
+            assert_eq!(meta(&again, "code"), "attachment_not_attached");
         }
         client.cancel().await.unwrap();
         let log = stderr.await.unwrap();

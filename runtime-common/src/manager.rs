@@ -384,28 +384,17 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         let owner = OwnerKey::of(owner);
         let id = attachment.to_owned();
         async move {
-            let owner = owner?;
-            let record = self.load(&id).await?;
-            human_plus_core::status(&record, &owner)?;
-            let mut seen = self
+            self.owned(&owner?, &id).await?;
+            let seen = self
                 .inner
                 .seen
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&id)
                 .unwrap_or_default();
-            let mut warm = self
-                .inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some((leg, stream)) = warm.get_mut(&id) {
-                if let Some(s) = stream {
-                    s.drain_into(leg);
-                }
-                seen = seen.merged(leg.take_seen());
-            }
-            Ok(seen)
+            Ok(self
+                .kept_leg(&id, WarmLeg::take_seen)
+                .map_or(seen, |kept| seen.merged(kept)))
         }
     }
 
@@ -428,21 +417,33 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         let owner = OwnerKey::of(owner);
         let id = attachment.to_owned();
         async move {
-            let owner = owner?;
-            let record = self.load(&id).await?;
-            human_plus_core::status(&record, &owner)?;
-            let mut warm = self
-                .inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            Ok(warm.get_mut(&id).and_then(|(leg, stream)| {
-                if let Some(s) = stream {
-                    s.drain_into(leg);
-                }
-                leg.listing_current_for(D::now())
-            }))
+            self.owned(&owner?, &id).await?;
+            Ok(self
+                .kept_leg(&id, |leg| leg.listing_current_for(D::now()))
+                .flatten())
         }
+    }
+
+    /// Checks that the attachment `id` exists and belongs to `owner`.
+    async fn owned(&self, owner: &OwnerKey, id: &str) -> Result<(), Error> {
+        let record = self.load(id).await?;
+        human_plus_core::status(&record, owner).map(|_| ())
+    }
+
+    /// Feeds the attachment's kept leg what its stream delivered since the
+    /// last operation (without waiting), then applies `f` to it; `None`
+    /// when no leg is kept (none yet, an operation running, or cold).
+    fn kept_leg<T>(&self, id: &str, f: impl FnOnce(&mut WarmLeg) -> T) -> Option<T> {
+        let mut warm = self
+            .inner
+            .warm
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (leg, stream) = warm.get_mut(id)?;
+        if let Some(s) = stream {
+            s.drain_into(leg);
+        }
+        Some(f(leg))
     }
 
     /// Asks the surface's change feed what changed since the last revision
