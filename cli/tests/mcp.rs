@@ -540,3 +540,58 @@ fn every_runtime_and_leg_through_discover_fallback_and_unknown_versions() {
         });
     }
 }
+
+#[test]
+fn a_call_is_bounded_by_the_timeout_its_request_carries() {
+    let env = Env::default_surface();
+    env.rt.block_on(async {
+        let (io, stderr) = bridge(&env, "tokio", "sse", &[]);
+        let _stderr = tokio::spawn(collect(stderr));
+        let client = tokio::time::timeout(STEP, ().serve(io))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(names(&client).await.len(), 3);
+        // The page's answers are lost from now on; `--timeout` is 60 s.
+        env.relay()
+            .set_faults(&env.session, human_plus_relay::Faults::new().drop_replies());
+        let mut meta = Map::new();
+        meta.insert("human-plus/timeoutMs".into(), json!(1500));
+        let mut params = CallToolRequestParams::new("sheet_get_cell")
+            .with_arguments(args(json!({"address": "B4"})));
+        params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+            meta,
+        )));
+        let started = std::time::Instant::now();
+        let r = tokio::time::timeout(STEP, client.call_tool(params))
+            .await
+            .unwrap()
+            .unwrap();
+        let took = started.elapsed();
+        assert_eq!(r.is_error, Some(true));
+        let code = meta_of(&r);
+        assert!(
+            code == "timeout" || code == "delivery_unknown",
+            "{code}: {}",
+            text(&r)
+        );
+        assert!(!text(&r).contains("NOT applied"), "{}", text(&r));
+        // Bounded by the request's 1.5 s, not the configured 60 s.
+        assert!(took < Duration::from_secs(30), "{took:?}");
+        // A malformed bound is refused before anything is sent.
+        let mut bad = Map::new();
+        bad.insert("human-plus/timeoutMs".into(), json!(-5));
+        let mut params = CallToolRequestParams::new("sheet_get_cell");
+        params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(bad)));
+        let e = tokio::time::timeout(STEP, client.call_tool(params))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("human-plus/timeoutMs"), "{e}");
+        client.cancel().await.unwrap();
+    });
+}
+
+fn meta_of(r: &CallToolResult) -> String {
+    meta(r, "code").as_str().unwrap_or_default().to_owned()
+}
