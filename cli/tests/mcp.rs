@@ -516,7 +516,7 @@ fn discover_2026_07_28() {
 }
 
 #[test]
-fn every_runtime_and_leg_through_discover_fallback_and_unknown_versions() {
+fn an_unknown_version_is_offered_the_newest_handshake_one_on_the_other_runtimes() {
     for (runtime, transport) in [("blocking", "poll"), ("async-std", "poll")] {
         let env = Env::default_surface();
         env.rt.block_on(async {
