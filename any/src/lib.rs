@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use human_plus_core::{
     Activity, CallResult, ConflictDetection, Discovery, Error, ManagerConfig, Participant,
-    ReceiveLeg, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError,
+    ReceiveLeg, Seen, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError,
     TransportErrorKind,
 };
 use human_plus_runtime::{
@@ -186,6 +186,30 @@ pub trait Agent: Send + Sync {
     /// # Errors
     /// As the runtime's `call`.
     fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error>;
+    /// `call_with_timeout`: `call`, its exchange bounded by `timeout`.
+    ///
+    /// # Errors
+    /// As the runtime's `call_with_timeout`.
+    fn call_with_timeout(
+        &self,
+        owner: &str,
+        id: &str,
+        tool: &str,
+        args: Value,
+        timeout: Duration,
+    ) -> Result<CallResult, Error>;
+    /// `take_seen`: what the receive legs showed since last asked (a list
+    /// change, a person's activity); taking it resets it.
+    ///
+    /// # Errors
+    /// As the runtime's `take_seen`.
+    fn take_seen(&self, owner: &str, id: &str) -> Result<Seen, Error>;
+    /// `listing_current_for`: how much longer the kept listing stays
+    /// provably current, if one is kept.
+    ///
+    /// # Errors
+    /// As the runtime's `listing_current_for`.
+    fn listing_current_for(&self, owner: &str, id: &str) -> Result<Option<Duration>, Error>;
     /// `changes_since`
     ///
     /// # Errors
@@ -274,6 +298,25 @@ impl<D: Driver, S: AsyncAttachmentStore, X: Exec> Agent for Run<D, S, X> {
     }
     fn call(&self, owner: &str, id: &str, tool: &str, args: Value) -> Result<CallResult, Error> {
         self.exec.run(self.manager.call(owner, id, tool, args))
+    }
+    fn call_with_timeout(
+        &self,
+        owner: &str,
+        id: &str,
+        tool: &str,
+        args: Value,
+        timeout: Duration,
+    ) -> Result<CallResult, Error> {
+        self.exec.run(
+            self.manager
+                .call_with_timeout(owner, id, tool, args, timeout),
+        )
+    }
+    fn take_seen(&self, owner: &str, id: &str) -> Result<Seen, Error> {
+        self.exec.run(self.manager.take_seen(owner, id))
+    }
+    fn listing_current_for(&self, owner: &str, id: &str) -> Result<Option<Duration>, Error> {
+        self.exec.run(self.manager.listing_current_for(owner, id))
     }
     fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error> {
         self.exec.run(self.manager.changes_since(owner, id))

@@ -54,7 +54,8 @@ pub enum Command {
     /// withheld and why, observed conflict detection and change feed.
     Probe(ProbeArgs),
     /// Serve the surface's admitted tools to an MCP client over stdio
-    /// (newline-delimited JSON-RPC; logs on stderr).
+    /// (newline-delimited JSON-RPC; MCP 2024-11-05 to 2026-07-28; logs on
+    /// stderr, every event at HUMAN_PLUS_LOG=trace|debug|info|warn|error).
     Mcp(McpArgs),
 }
 

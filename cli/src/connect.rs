@@ -361,9 +361,20 @@ pub fn connect(
     connect_with(args, fallback_trust, false)
 }
 
+/// The bridge's connection: [`connect`], with the receive leg kept open
+/// between operations when `warm` (the bridge's default: one open
+/// connection for the whole run, so a call costs one round trip), and a
+/// tool whose pin no longer matches withheld rather than refusing every
+/// listing and call ([`TrustPolicy::withhold_changed_pins`]).
+///
+/// # Errors
+/// As [`connect`].
+pub fn connect_bridge(args: &ConnectArgs, warm: bool) -> Result<Connection, Failure> {
+    connect_inner(args, None, warm, true)
+}
+
 /// As [`connect`], with the receive leg kept open between operations when
-/// `warm` (the bridge's default: one open connection for the whole run, so
-/// a call costs one round trip).
+/// `warm`.
 ///
 /// # Errors
 /// As [`connect`].
@@ -372,11 +383,20 @@ pub fn connect_with(
     fallback_trust: Option<TrustPolicy>,
     warm: bool,
 ) -> Result<Connection, Failure> {
+    connect_inner(args, fallback_trust, warm, false)
+}
+
+fn connect_inner(
+    args: &ConnectArgs,
+    fallback_trust: Option<TrustPolicy>,
+    warm: bool,
+    withhold_changed_pins: bool,
+) -> Result<Connection, Failure> {
     let context = Context {
         relay_url: Some(args.relay.clone()),
     };
     let fail = |e: &human_plus_core::Error| Failure::from_error(e, &context);
-    let trust = trust_policy(args, fallback_trust)?;
+    let trust = trust_policy(args, fallback_trust)?.withhold_changed_pins(withhold_changed_pins);
     let transport = TransportConfig::default()
         .receive_leg(receive_leg(args.transport))
         .timeout(timeout(args.timeout)?)

@@ -75,19 +75,55 @@ pub fn run(cli: Cli) -> u8 {
 }
 
 fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
-    let connection = connect::connect_with(&args.connect, None, !args.no_warm)?;
+    init_logging();
+    let connection = connect::connect_bridge(&args.connect, !args.no_warm)?;
     eprintln!(
         "human-plus mcp: attached to surface {} ({} runtime, {} transport); serving MCP on stdio",
         exit::printable(connection.attachment.invitation().surface_id()),
         args.connect.runtime.as_str(),
         args.connect.transport.as_str()
     );
-    let mut bridge = mcp::Bridge::new(connection);
+    // Kept here, so the manager (and the runtime it may own) is dropped on
+    // this thread, after the bridge's runtime has stopped.
+    let agent = std::sync::Arc::clone(&connection.agent);
+    let bridge = mcp::Bridge::new(connection);
     if !args.no_warm {
         drop(bridge.prefetch());
     }
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    mcp::serve(&mut bridge, stdin.lock(), stdout.lock())
-        .map_err(|e| Failure::internal(format!("stdio failed: {e}")))
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the bridge's runtime: {e}")))?;
+    let served = runtime.block_on(bridge.serve_io(tokio::io::stdin(), tokio::io::stdout()));
+    // The standard input's reader thread may be blocked in a read: do not
+    // wait for it.
+    runtime.shutdown_background();
+    drop(agent);
+    served.map_err(|e| Failure::internal(format!("stdio failed: {e}")))
 }
+
+/// Logs every tracing event at `HUMAN_PLUS_LOG`'s level (`error`, `warn`,
+/// `info`, `debug` or `trace`) or above to stderr, the `log` records of the
+/// libraries below too; nothing when it is unset. The relay token is in no
+/// event at any level.
+fn init_logging() {
+    let Ok(level) = std::env::var(LOG_ENV) else {
+        return;
+    };
+    let level = match level.trim().to_ascii_lowercase().as_str() {
+        "error" => tracing::Level::ERROR,
+        "warn" => tracing::Level::WARN,
+        "info" => tracing::Level::INFO,
+        "debug" => tracing::Level::DEBUG,
+        "trace" => tracing::Level::TRACE,
+        _ => return,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// The environment variable naming the bridge's log level.
+pub const LOG_ENV: &str = "HUMAN_PLUS_LOG";

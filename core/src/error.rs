@@ -490,6 +490,10 @@ pub enum ProtocolError {
     /// `tools/list` kept paging past the limit.
     #[error("Fancy surface listed more than {0} pages of tools.")]
     TooManyPages(usize),
+    /// `tools/list` answered a page with the cursor it was asked for as its
+    /// `nextCursor`: following it would ask for the same page for ever.
+    #[error("Fancy surface's tools/list cursor did not advance.")]
+    CursorNotAdvancing,
     /// The surface negotiated a protocol version this client does not speak.
     #[error("Fancy surface negotiated unsupported MCP revision [{}].", printable(.0.as_deref().unwrap_or("missing")))]
     UnsupportedProtocolVersion(Option<String>),

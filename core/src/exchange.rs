@@ -487,6 +487,11 @@ impl Io {
     }
 }
 
+/// What a model reads, with its next result, when the receive leg showed a
+/// person acting on the surface since its last read. It says nothing of
+/// whether a call was applied: the result it accompanies does.
+pub const PERSON_ACTIVE_NOTE: &str = "<human-plus-note>A person has been active on this surface since your last read. Re-read what you depend on before you write, and do not undo their changes.</human-plus-note>";
+
 /// What was seen on a leg that Human+ acts on, since it was last reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Seen {
@@ -503,6 +508,20 @@ impl Seen {
             Notice::ToolsListChanged => self.list_changed = true,
             Notice::PersonActive => self.person_active = true,
         }
+    }
+
+    /// The note a model should read with its next result when a person
+    /// acted on the surface ([`PERSON_ACTIVE_NOTE`]), or `None`.
+    ///
+    /// ```
+    /// use human_plus_core::{PERSON_ACTIVE_NOTE, Seen};
+    /// let seen = Seen { person_active: true, ..Seen::default() };
+    /// assert_eq!(seen.person_note(), Some(PERSON_ACTIVE_NOTE));
+    /// assert_eq!(Seen::default().person_note(), None);
+    /// ```
+    #[must_use]
+    pub fn person_note(&self) -> Option<&'static str> {
+        self.person_active.then_some(PERSON_ACTIVE_NOTE)
     }
 
     /// Both sets of observations.
@@ -905,6 +924,34 @@ impl WarmLeg {
     #[must_use]
     pub fn seen(&self) -> Seen {
         self.state.seen
+    }
+
+    /// What was seen on the leg since it was last reported, reported now:
+    /// the leg starts seeing afresh. What a manager calls between
+    /// operations to tell a caller what the kept leg showed (the next
+    /// operation would otherwise report it in its
+    /// [`Outcome::seen`](crate::Outcome::seen)).
+    ///
+    /// ```
+    /// # fn f(leg: &mut human_plus_core::WarmLeg) {
+    /// let _seen = leg.take_seen();
+    /// assert_eq!(leg.seen(), human_plus_core::Seen::default());
+    /// # }
+    /// ```
+    pub fn take_seen(&mut self) -> Seen {
+        std::mem::take(&mut self.state.seen)
+    }
+
+    /// How much longer the admitted listing kept with the leg stays
+    /// provably current at `now` (the listing rule of
+    /// [`TransportConfig::listing_max_age`](crate::TransportConfig::listing_max_age)),
+    /// or `None` when no current listing is kept: what a server in front of
+    /// Human+ may promise its own clients (MCP's `ttlMs`).
+    #[must_use]
+    pub fn listing_current_for(&self, now: Instant) -> Option<Duration> {
+        let l = self.state.listing.as_ref()?;
+        self.state.current_listing(now)?;
+        Some(l.expires.saturating_duration_since(now))
     }
 
     /// Whether an admitted listing is kept with the leg (it is reused only

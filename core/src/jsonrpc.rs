@@ -5,8 +5,27 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// The MCP protocol revision this client speaks.
+/// The MCP protocol revision this client speaks: what `initialize` asks
+/// the surface for.
 pub const MCP_PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// The revisions a surface may answer `initialize` with: every revision
+/// that has the `initialize` handshake. Their `tools/list`,
+/// `tools/call` and notifications are the same on the wire for what Human+
+/// uses, so a surface answering another of them (MicroMcpServer with its
+/// `protocolVersions` option answers `2025-11-25`) is accepted; any other
+/// answer is refused with
+/// [`ProtocolError::UnsupportedProtocolVersion`](crate::ProtocolError::UnsupportedProtocolVersion).
+/// `2026-07-28` is not among them: it has no `initialize`.
+///
+/// ```
+/// use human_plus_core::{MCP_PROTOCOL_VERSION, SURFACE_PROTOCOL_VERSIONS};
+/// assert!(SURFACE_PROTOCOL_VERSIONS.contains(&MCP_PROTOCOL_VERSION));
+/// assert!(SURFACE_PROTOCOL_VERSIONS.contains(&"2025-11-25"));
+/// assert!(!SURFACE_PROTOCOL_VERSIONS.contains(&"2026-07-28"));
+/// ```
+pub const SURFACE_PROTOCOL_VERSIONS: [&str; 4] =
+    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// The `clientInfo.name` sent in `initialize`.
 pub const CLIENT_NAME: &str = "human-plus-rs";

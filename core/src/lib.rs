@@ -61,7 +61,7 @@ pub use changes::*;
 pub use endpoint::*;
 pub use entropy::*;
 pub use error::*;
-pub use exchange::{Seen, WarmLeg, relay_status_error};
+pub use exchange::{PERSON_ACTIVE_NOTE, Seen, WarmLeg, relay_status_error};
 pub use guard::*;
 pub use invitation::*;
 pub use jsonrpc::*;

@@ -976,7 +976,10 @@ impl Machine {
             Step::Initialize => match r.and_then(|reply| self.rpc_result(reply, "initialize")) {
                 Ok(result) => {
                     let version = result.get("protocolVersion");
-                    if version.and_then(Value::as_str) != Some(MCP_PROTOCOL_VERSION) {
+                    if !version
+                        .and_then(Value::as_str)
+                        .is_some_and(|v| crate::jsonrpc::SURFACE_PROTOCOL_VERSIONS.contains(&v))
+                    {
                         let shown = version.and_then(|v| match v {
                             Value::String(s) => Some(s.clone()),
                             Value::Number(n) => Some(n.to_string()),
@@ -1036,12 +1039,18 @@ impl Machine {
             let ttl = Duration::from_millis(ttl);
             self.list_ttl = Some(self.list_ttl.map_or(ttl, |t| t.min(ttl)));
         }
+        // Any string is a cursor, the empty one too (2026-07-28 says so
+        // outright); one equal to the cursor just sent would ask for the
+        // same page again, for ever.
         let next = result
             .get("nextCursor")
             .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
             .map(str::to_owned);
         if let Some(cursor) = next {
+            if self.cursor.as_deref() == Some(cursor.as_str()) {
+                self.fail(Error::Protocol(ProtocolError::CursorNotAdvancing));
+                return;
+            }
             if self.pages >= self.io.config.max_tool_pages {
                 self.fail(Error::Protocol(ProtocolError::TooManyPages(
                     self.io.config.max_tool_pages,

@@ -187,6 +187,7 @@ enum Scope {
 pub struct TrustPolicy {
     scope: Scope,
     pins: BTreeMap<String, String>,
+    withhold_changed_pins: bool,
 }
 
 impl Default for TrustPolicy {
@@ -211,6 +212,7 @@ impl TrustPolicy {
         TrustPolicy {
             scope: Scope::Undeclared,
             pins: BTreeMap::new(),
+            withhold_changed_pins: false,
         }
     }
 
@@ -238,6 +240,7 @@ impl TrustPolicy {
         TrustPolicy {
             scope: Scope::Allowing(names.into_iter().map(Into::into).collect()),
             pins: collect_pins(pins),
+            withhold_changed_pins: false,
         }
     }
 
@@ -261,6 +264,7 @@ impl TrustPolicy {
         TrustPolicy {
             scope: Scope::EveryTool,
             pins: collect_pins(pins),
+            withhold_changed_pins: false,
         }
     }
 
@@ -276,6 +280,44 @@ impl TrustPolicy {
     pub fn with_pin(mut self, name: impl Into<String>, digest: impl Into<String>) -> Self {
         self.pins.insert(name.into(), digest.into());
         self
+    }
+
+    /// This policy, withholding a tool whose definition no longer matches
+    /// its pin (when `on`) instead of refusing the whole discovery.
+    ///
+    /// The default (off) is the seeds' rule: a pin mismatch refuses the
+    /// whole `tools()` or `call()`. With it on, the changed tool is left out
+    /// of the listing ([`Admission::withheld`], reason
+    /// [`ToolRefusal::PinChanged`]) and every other tool stays usable; a
+    /// call to the changed tool is still refused, never forwarded. The
+    /// `human-plus mcp` bridge turns it on, so one changed tool does not
+    /// take a client's whole tool list away.
+    ///
+    /// ```
+    /// use human_plus_core::{ToolDefinition, ToolRefusal, TrustPolicy};
+    /// use serde_json::json;
+    ///
+    /// let read = ToolDefinition::new("sheet_read", "Read.", json!({}))?;
+    /// let write = ToolDefinition::new("sheet_write", "Changed.", json!({}))?;
+    /// let policy = TrustPolicy::allowing(["sheet_read", "sheet_write"], [("sheet_write", "sha256:00000000000000000000000000000000")]);
+    /// assert!(policy.admit(vec![read.clone(), write.clone()]).is_err());
+    /// let admission = policy.withhold_changed_pins(true).admit(vec![read, write])?;
+    /// assert_eq!(admission.admitted_names().collect::<Vec<_>>(), ["sheet_read"]);
+    /// assert_eq!(admission.withheld[0].reason, ToolRefusal::PinChanged("sheet_write".into()));
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn withhold_changed_pins(mut self, on: bool) -> Self {
+        self.withhold_changed_pins = on;
+        self
+    }
+
+    /// Whether a tool whose pin no longer matches is withheld rather than
+    /// refusing the whole discovery (see
+    /// [`TrustPolicy::withhold_changed_pins`]).
+    #[must_use]
+    pub fn withholds_changed_pins(&self) -> bool {
+        self.withhold_changed_pins
     }
 
     /// Whether the policy was never declared.
@@ -366,11 +408,14 @@ impl TrustPolicy {
     /// agent never sees it. A later tool with the name of an admitted one is
     /// withheld as [`ToolRefusal::NotOffered`], so a name means one
     /// definition. A tool whose name is allowed but whose definition does
-    /// not match its pin refuses the whole discovery.
+    /// not match its pin refuses the whole discovery, unless the policy
+    /// [withholds changed pins](TrustPolicy::withhold_changed_pins): then
+    /// it is withheld as [`ToolRefusal::PinChanged`].
     ///
     /// # Errors
     /// What [`TrustPolicy::assert_declared`] returns, first; then
-    /// [`ToolRefusal::PinChanged`] for the first pin mismatch.
+    /// [`ToolRefusal::PinChanged`] for the first pin mismatch (unless
+    /// changed pins are withheld).
     ///
     /// ```
     /// use human_plus_core::{NO_PINS, ToolDefinition, ToolRefusal, TrustPolicy};
@@ -397,7 +442,16 @@ impl TrustPolicy {
                 });
                 continue;
             }
-            self.check_pin(&tool).map_err(Error::ToolRefused)?;
+            if let Err(reason) = self.check_pin(&tool) {
+                if !self.withhold_changed_pins {
+                    return Err(Error::ToolRefused(reason));
+                }
+                admission.withheld.push(Withheld {
+                    name: tool.name().to_owned(),
+                    reason,
+                });
+                continue;
+            }
             if admission.get(tool.name()).is_some() {
                 admission.withheld.push(Withheld {
                     name: tool.name().to_owned(),
@@ -476,8 +530,9 @@ pub struct Withheld {
     /// The tool's name, exactly as the surface sent it.
     pub name: String,
     /// Why it was left out: [`ToolRefusal::MalformedName`],
-    /// [`ToolRefusal::Reserved`], [`ToolRefusal::NotAllowed`], or
-    /// [`ToolRefusal::NotOffered`] for a repeated name.
+    /// [`ToolRefusal::Reserved`], [`ToolRefusal::NotAllowed`],
+    /// [`ToolRefusal::NotOffered`] for a repeated name, or
+    /// [`ToolRefusal::PinChanged`] when the policy withholds changed pins.
     pub reason: ToolRefusal,
 }
 
@@ -647,6 +702,22 @@ mod tests {
             Err(Error::ToolRefused(ToolRefusal::PinChanged(
                 "sheet_write".into()
             )))
+        );
+        // Withholding changed pins: the changed tool goes, the others stay,
+        // and a second definition under the changed name is not admitted.
+        let withholding = policy.clone().withhold_changed_pins(true);
+        assert!(withholding.withholds_changed_pins() && !policy.withholds_changed_pins());
+        let swapped = ToolDefinition::new("sheet_write", "other", json!({})).unwrap();
+        let a = withholding
+            .admit(vec![tool("sheet_read"), swapped.clone(), swapped])
+            .unwrap();
+        assert_eq!(a.admitted_names().collect::<Vec<_>>(), ["sheet_read"]);
+        assert_eq!(
+            a.withheld.iter().map(|w| &w.reason).collect::<Vec<_>>(),
+            [
+                &ToolRefusal::PinChanged("sheet_write".into()),
+                &ToolRefusal::PinChanged("sheet_write".into())
+            ]
         );
         // A refused name is never pin-checked.
         let pinned_but_not_allowed = TrustPolicy::allowing(["x"], [("y", "sha256:0")]);

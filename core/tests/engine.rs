@@ -261,19 +261,32 @@ fn initialize_params_and_protocol_version() {
     assert_eq!(init.params["protocolVersion"], "2025-06-18");
     assert_eq!(init.params["capabilities"], json!({}));
     assert_eq!(init.params["clientInfo"]["name"], CLIENT_NAME);
-    // Another negotiated version is refused, and the cache stays empty.
-    state.borrow_mut().protocol = "2025-11-25".into();
-    let (_, sim2) = sheet();
-    let mut b = Agent::new(sim2);
-    b.sim.script = sheet_surface(state);
-    let e = b.tools().unwrap_err();
-    assert_eq!(
-        e,
-        Error::Protocol(ProtocolError::UnsupportedProtocolVersion(Some(
-            "2025-11-25".into()
-        )))
-    );
-    assert!(b.init.is_empty());
+    // Another version with the handshake is accepted (MicroMcpServer with
+    // `protocolVersions` answers 2025-11-25).
+    for accepted in ["2025-11-25", "2025-03-26", "2024-11-05"] {
+        state.borrow_mut().protocol = accepted.into();
+        let (_, sim2) = sheet();
+        let mut b = Agent::new(sim2);
+        b.sim.script = sheet_surface(Rc::clone(&state));
+        assert!(b.tools().is_ok(), "{accepted}");
+        assert!(!b.init.is_empty());
+    }
+    // Any other answer is refused, and the cache stays empty.
+    for refused in ["2026-07-28", "1999-01-01", ""] {
+        state.borrow_mut().protocol = refused.into();
+        let (_, sim2) = sheet();
+        let mut b = Agent::new(sim2);
+        b.sim.script = sheet_surface(Rc::clone(&state));
+        let e = b.tools().unwrap_err();
+        assert_eq!(
+            e,
+            Error::Protocol(ProtocolError::UnsupportedProtocolVersion(Some(
+                refused.into()
+            )))
+        );
+        assert_eq!(e.code(), "protocol_error");
+        assert!(b.init.is_empty());
+    }
 }
 
 #[test]
@@ -971,7 +984,58 @@ fn tools_list_pages_are_followed_and_bounded() {
     let mut b = Agent::new(sim);
     assert_eq!(
         b.tools().unwrap_err(),
+        Error::Protocol(ProtocolError::CursorNotAdvancing)
+    );
+
+    // Cursors that keep changing stop at the page cap.
+    let mut n = 0;
+    let sim = Sim::new(Box::new(move |method, params| {
+        if method == "tools/list" {
+            n += 1;
+            return Answer::Result(json!({"tools": [], "nextCursor": format!("c{n}")}));
+        }
+        Sheet::default().handle(method, params)
+    }));
+    let mut c = Agent::new(sim);
+    assert_eq!(
+        c.tools().unwrap_err(),
         Error::Protocol(ProtocolError::TooManyPages(16))
+    );
+
+    // The empty string is a cursor: followed (once), not read as the end.
+    let sim = Sim::new(Box::new(move |method, params| {
+        if method == "tools/list" {
+            let tool =
+                |n: &str| json!({"name": n, "description": "", "inputSchema": {"type": "object"}});
+            return match params.get("cursor").and_then(Value::as_str) {
+                None => Answer::Result(json!({"tools": [tool("first")], "nextCursor": ""})),
+                Some("") => Answer::Result(json!({"tools": [tool("second")]})),
+                Some(_) => Answer::Result(json!({"tools": []})),
+            };
+        }
+        Sheet::default().handle(method, params)
+    }));
+    let mut d = Agent::new(sim);
+    let listed = d.tools().unwrap();
+    assert_eq!(
+        listed
+            .tools
+            .iter()
+            .map(ToolDefinition::name)
+            .collect::<Vec<_>>(),
+        ["first", "second"]
+    );
+    // An empty cursor answered with the empty cursor again does not advance.
+    let sim = Sim::new(Box::new(move |method, params| {
+        if method == "tools/list" {
+            return Answer::Result(json!({"tools": [], "nextCursor": ""}));
+        }
+        Sheet::default().handle(method, params)
+    }));
+    let mut e = Agent::new(sim);
+    assert_eq!(
+        e.tools().unwrap_err(),
+        Error::Protocol(ProtocolError::CursorNotAdvancing)
     );
 }
 
@@ -1392,5 +1456,40 @@ fn a_person_active_on_the_surface_is_seen_on_the_leg() {
         assert!(a.last_seen.person_active, "{leg:?}");
         a.call("sheet_read", json!({})).unwrap();
         assert!(!a.last_seen.person_active, "{leg:?}: reported once");
+    }
+}
+
+#[test]
+fn a_kept_leg_tells_what_it_saw_between_operations_and_how_long_its_listing_holds() {
+    for leg in [ReceiveLeg::Sse, ReceiveLeg::fancy_poll()] {
+        let (_, mut a) = warm_sheet();
+        a = a.with_leg(leg.clone());
+        a.tools().unwrap();
+        let now = a.sim.now;
+        let kept = a.warm.as_mut().unwrap();
+        let held = kept.listing_current_for(now).expect("a current listing");
+        assert!(held > Duration::ZERO && held <= a.config.transport.listing_max_age);
+        assert_eq!(kept.take_seen(), Seen::default());
+        // A person acts, then the tools change, while no operation runs.
+        a.sim.broadcast(json!({"jsonrpc": "2.0", "method": "notifications/agent_activity", "params": {"source": "user", "action": "editing"}}));
+        a.sim.broadcast(list_changed());
+        let mut leg_now = a.warm.take().unwrap();
+        a.sim.drain_warm(&mut leg_now);
+        assert!(leg_now.listing_current_for(a.sim.now).is_none(), "{leg:?}");
+        let seen = leg_now.take_seen();
+        // A parked poll answers once between operations (with the first
+        // frame); the stream carries both.
+        assert!(seen.person_active, "{leg:?}: {seen:?}");
+        assert_eq!(
+            seen.list_changed,
+            leg == ReceiveLeg::Sse,
+            "{leg:?}: {seen:?}"
+        );
+        assert_eq!(seen.person_note(), Some(PERSON_ACTIVE_NOTE));
+        // Taken: the next operation does not report it again.
+        assert_eq!(leg_now.seen(), Seen::default());
+        a.warm = Some(leg_now);
+        a.call("sheet_read", json!({})).unwrap();
+        assert!(!a.last_seen.person_active, "{leg:?}");
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use human_plus_core::{
     Activity, CallResult, ConflictDetection, Discovery, Error, ManagerConfig, Owner, Participant,
-    SurfaceAttachment, SurfaceChanges, SurfaceInvitation,
+    Seen, SurfaceAttachment, SurfaceChanges, SurfaceInvitation,
 };
 use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachmentStore, LockGuard};
 
@@ -214,6 +214,48 @@ impl<D: Driver, S: AttachmentStore> BlockingHumanPlus<D, S> {
         arguments: serde_json::Value,
     ) -> Result<CallResult, Error> {
         block_on(self.inner.call(owner, attachment, tool, arguments))
+    }
+
+    /// Calls `tool` with its exchange bounded by `timeout`.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::call_with_timeout`].
+    pub fn call_with_timeout<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<CallResult, Error> {
+        block_on(
+            self.inner
+                .call_with_timeout(owner, attachment, tool, arguments, timeout),
+        )
+    }
+
+    /// What the attachment's receive legs showed since this was last asked
+    /// (a list change, a person's activity); taking it resets it. The
+    /// blocking runtime keeps no leg between operations, so this is what
+    /// the operations themselves saw.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::take_seen`].
+    pub fn take_seen<O: Owner + ?Sized>(&self, owner: &O, attachment: &str) -> Result<Seen, Error> {
+        block_on(self.inner.take_seen(owner, attachment))
+    }
+
+    /// How much longer a kept listing stays provably current (always `None`
+    /// here: the blocking runtime keeps no leg between operations).
+    ///
+    /// # Errors
+    /// As [`HumanPlus::listing_current_for`].
+    pub fn listing_current_for<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+    ) -> Result<Option<Duration>, Error> {
+        block_on(self.inner.listing_current_for(owner, attachment))
     }
 
     /// Asks the surface's change feed what changed since the attachment's

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{
     Activity, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig, Operation,
-    OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, StoreError, SurfaceAttachment,
+    OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreError, SurfaceAttachment,
     SurfaceChanges, SurfaceInvitation, TransportError, TransportErrorKind, WarmLeg,
 };
 use human_plus_store::{
@@ -72,6 +72,9 @@ struct Inner<D: Driver, S> {
     init: Mutex<InitCache>,
     /// Warm attachments' receive legs between operations (warm mode).
     warm: Mutex<HashMap<String, WarmSlot<D>>>,
+    /// What operations' receive legs showed, per attachment, not yet taken
+    /// ([`HumanPlus::take_seen`]).
+    seen: Mutex<HashMap<String, Seen>>,
     connect_timeout: Duration,
     lock_lease: Duration,
     lock_wait: Duration,
@@ -132,6 +135,7 @@ impl<D: Driver, S> HumanPlus<D, S> {
                 driver: parts.driver,
                 init: Mutex::new(InitCache::new()),
                 warm: Mutex::new(HashMap::new()),
+                seen: Mutex::new(HashMap::new()),
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
                 lock_wait: parts.lock_wait,
@@ -314,6 +318,132 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
                 )
             },
         )
+    }
+
+    /// [`HumanPlus::call`], with the call's exchange bounded by `timeout`
+    /// instead of the configured
+    /// [`TransportConfig::timeout`](human_plus_core::TransportConfig::timeout):
+    /// what a server in front of Human+ uses when its client's request says
+    /// how long it will wait. A call that was posted and not answered in
+    /// time is reported as the core reports it (it may have been applied),
+    /// never as refused.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::call`].
+    pub fn call_with_timeout<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let name = tool.to_owned();
+        let mut bounded = self.inner.config.clone();
+        bounded.transport.timeout = timeout;
+        self.operate(
+            Op::Call,
+            owner,
+            attachment,
+            tool,
+            move |record, owner, _config, init, now| {
+                Operation::call(
+                    record,
+                    owner,
+                    &name,
+                    arguments,
+                    &bounded,
+                    init,
+                    os_entropy(),
+                    now,
+                )
+            },
+        )
+    }
+
+    /// What the attachment's receive leg has shown since this was last
+    /// asked: a `notifications/tools/list_changed`, a person acting on the
+    /// surface (`notifications/agent_activity` with `source: "user"`). It
+    /// gathers what every operation's leg saw and, in warm mode, reads
+    /// what the kept leg delivered since the last operation (without
+    /// waiting). Taking it resets it. No network, no lock.
+    ///
+    /// This is how a service tells its model "a person has been active on
+    /// this surface since your last read", and how the `human-plus mcp`
+    /// bridge learns that the surface's tools changed between calls.
+    ///
+    /// # Errors
+    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`], or
+    /// the store's.
+    pub fn take_seen<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<Seen, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let id = attachment.to_owned();
+        async move {
+            self.owned(&owner?, &id).await?;
+            let seen = self
+                .inner
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id)
+                .unwrap_or_default();
+            Ok(self
+                .kept_leg(&id, WarmLeg::take_seen)
+                .map_or(seen, |kept| seen.merged(kept)))
+        }
+    }
+
+    /// How much longer the admitted listing kept with the attachment's warm
+    /// leg stays provably current (the listing rule of
+    /// [`TransportConfig::listing_max_age`](human_plus_core::TransportConfig::listing_max_age)),
+    /// or `None` when the next [`HumanPlus::tools`] would list again (no
+    /// warm leg, a surface that did not declare `tools.listChanged`, a list
+    /// change seen, a gap, or the listing's age). What the kept leg
+    /// delivered since the last operation is read first. No network, no
+    /// lock.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::take_seen`].
+    pub fn listing_current_for<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+    ) -> impl Future<Output = Result<Option<Duration>, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let id = attachment.to_owned();
+        async move {
+            self.owned(&owner?, &id).await?;
+            Ok(self
+                .kept_leg(&id, |leg| leg.listing_current_for(D::now()))
+                .flatten())
+        }
+    }
+
+    /// Checks that the attachment `id` exists and belongs to `owner`.
+    async fn owned(&self, owner: &OwnerKey, id: &str) -> Result<(), Error> {
+        let record = self.load(id).await?;
+        human_plus_core::status(&record, owner).map(|_| ())
+    }
+
+    /// Feeds the attachment's kept leg what its stream delivered since the
+    /// last operation (without waiting), then applies `f` to it; `None`
+    /// when no leg is kept (none yet, an operation running, or cold).
+    fn kept_leg<T>(&self, id: &str, f: impl FnOnce(&mut WarmLeg) -> T) -> Option<T> {
+        let mut warm = self
+            .inner
+            .warm
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (leg, stream) = warm.get_mut(id)?;
+        if let Some(s) = stream {
+            s.drain_into(leg);
+        }
+        Some(f(leg))
     }
 
     /// Asks the surface's change feed what changed since the last revision
@@ -514,6 +644,11 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
             }
         }
         let (mut outcome, stream) = inner.driver.drive(Drive { op, stream }).await?;
+        if outcome.seen != Seen::default() {
+            let mut seen = inner.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let kept = seen.entry(id.clone()).or_default();
+            *kept = kept.merged(outcome.seen);
+        }
         if let Some(leg) = outcome.warm.take() {
             inner
                 .warm

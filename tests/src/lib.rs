@@ -101,6 +101,9 @@ pub struct EnvOptions {
     /// How long the relay keeps an idle kept connection open (Node's 5 s
     /// by default).
     pub keep_alive_timeout: Duration,
+    /// The versions the surface's `initialize` answers with (empty: always
+    /// 2025-06-18), as MicroMcpServer's `protocolVersions`.
+    pub protocol_versions: Vec<String>,
 }
 
 impl Default for EnvOptions {
@@ -111,6 +114,7 @@ impl Default for EnvOptions {
             revisions: RevisionMode::Enforced,
             change_feed: true,
             keep_alive_timeout: human_plus_relay::DEFAULT_KEEP_ALIVE_TIMEOUT,
+            protocol_versions: Vec::new(),
         }
     }
 }
@@ -190,6 +194,7 @@ impl Env {
             .leg(options.surface_leg)
             .revisions(options.revisions)
             .change_feed(options.change_feed)
+            .protocol_versions(options.protocol_versions.clone())
             .cells([("A1", "alpha"), ("B2", "beta"), ("B4", "4")]);
         if let Some(cert) = &cert {
             b = b.tls_roots([cert.ca_der().clone()]);

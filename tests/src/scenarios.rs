@@ -1154,6 +1154,84 @@ pub fn dead_leg<R: Runtime>() {
     assert!(streams() >= 3, "the ended leg was replaced");
 }
 
+/// A surface answering `initialize` with another version that has the
+/// handshake (MicroMcpServer's `protocolVersions`: 2025-11-25) is
+/// accepted; one answering a version Human+ does not speak is refused with
+/// a clear error, and nothing is called.
+pub fn surface_versions<R: Runtime>(leg: LegKind) {
+    let env = Env::with(EnvOptions {
+        protocol_versions: vec!["2025-11-25".into()],
+        ..EnvOptions::default()
+    });
+    let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    read_a1(hp.as_ref(), a.id());
+    assert_eq!(env.surface().requests("initialize"), 1, "{leg:?}");
+
+    let env = Env::with(EnvOptions {
+        protocol_versions: vec!["1999-01-01".into()],
+        ..EnvOptions::default()
+    });
+    let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    let e = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        Error::Protocol(ProtocolError::UnsupportedProtocolVersion(Some(
+            "1999-01-01".into()
+        ))),
+        "{leg:?}"
+    );
+    assert_eq!(e.code(), "protocol_error");
+    assert!(e.to_string().contains("[1999-01-01]"), "{e}");
+    assert!(env.surface().calls().is_empty(), "nothing was called");
+    assert_no_token(&e, &env.token);
+}
+
+/// What the receive legs saw is exposed: a person's edit at the page
+/// (`agent_activity`, source `user`) and a tool list change, taken once;
+/// warm, the kept listing's remaining life, gone after the change.
+pub fn seen<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let hp = R::client(env.setup_with(warm_config(&env, leg, sheet_trust(vec![]))));
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    read_a1(hp.as_ref(), a.id());
+    assert_eq!(hp.take_seen(OWNER, a.id()).unwrap(), Default::default());
+    assert!(
+        hp.listing_current_for(OWNER, a.id()).unwrap().is_some(),
+        "{leg:?}: a kept listing"
+    );
+    env.block_on(env.surface().person().edit_cell("B4", "5"))
+        .unwrap();
+    // Seen on the kept leg between operations, without one.
+    let mut seen = Default::default();
+    wait_until(|| {
+        seen = hp.take_seen(OWNER, a.id()).unwrap();
+        seen.person_active
+    });
+    assert!(seen.person_note().is_some());
+    // Taken once: the next operation does not report it again.
+    hp.tools(OWNER, a.id()).unwrap();
+    assert!(
+        !hp.take_seen(OWNER, a.id()).unwrap().person_active,
+        "{leg:?}"
+    );
+    env.block_on(
+        env.surface()
+            .redefine_tool("sheet_describe", "Describe the workbook, tersely."),
+    )
+    .unwrap();
+    wait_until(|| hp.take_seen(OWNER, a.id()).unwrap().list_changed);
+    assert_eq!(hp.listing_current_for(OWNER, a.id()).unwrap(), None);
+    // Another owner learns nothing.
+    assert_eq!(
+        hp.take_seen("session:other", a.id()).unwrap_err().code(),
+        "attachment_unauthorized"
+    );
+}
+
 fn wait_until(mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !f() {

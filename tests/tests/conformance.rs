@@ -50,6 +50,14 @@ macro_rules! suite {
                 scenarios::faults::<$runtime>(LegKind::Poll);
             }
             #[test]
+            fn surface_versions_sse() {
+                scenarios::surface_versions::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn surface_versions_poll() {
+                scenarios::surface_versions::<$runtime>(LegKind::Poll);
+            }
+            #[test]
             fn two_agents_sse() {
                 scenarios::two_agents::<$runtime>(LegKind::Sse);
             }
@@ -118,6 +126,14 @@ macro_rules! warm_suite {
             #[test]
             fn dead_leg() {
                 scenarios::dead_leg::<$runtime>();
+            }
+            #[test]
+            fn seen_sse() {
+                scenarios::seen::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn seen_poll() {
+                scenarios::seen::<$runtime>(LegKind::Poll);
             }
         }
     };

@@ -228,6 +228,7 @@ pub struct DemoSurfaceBuilder {
     tls_roots: Vec<CertificateDer<'static>>,
     tls_config: Option<Arc<rustls::ClientConfig>>,
     server_name: String,
+    protocol_versions: Vec<String>,
 }
 
 impl fmt::Debug for DemoSurfaceBuilder {
@@ -344,6 +345,27 @@ impl DemoSurfaceBuilder {
         self
     }
 
+    /// The protocol versions `initialize` answers with, newest first, as
+    /// MicroMcpServer's `protocolVersions` option: a requested version in
+    /// the list is echoed, any other is answered with the first. Empty (the
+    /// default) answers `2025-06-18` whatever was asked, as MicroMcpServer
+    /// does without the option.
+    ///
+    /// ```
+    /// use human_plus_relay::DemoSurface;
+    /// let b = DemoSurface::builder("http://127.0.0.1:1", "s", "t").protocol_versions(["2025-11-25"]);
+    /// # let _ = b;
+    /// ```
+    #[must_use]
+    pub fn protocol_versions<I, V>(mut self, versions: I) -> Self
+    where
+        I: IntoIterator<Item = V>,
+        V: Into<String>,
+    {
+        self.protocol_versions = versions.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Registers (unless told not to), opens the receive leg and starts
     /// answering. Returns once the leg is open, so an agent may post.
     pub async fn start(self) -> Result<DemoSurface, SurfaceError> {
@@ -368,6 +390,7 @@ impl DemoSurfaceBuilder {
                 feed_complete: self.feed_complete,
                 server_name: self.server_name,
                 server_version: env!("CARGO_PKG_VERSION").to_owned(),
+                protocol_versions: self.protocol_versions,
             },
             sheet: Mutex::new(sheet),
             ended: Mutex::new(None),
@@ -659,6 +682,7 @@ impl DemoSurface {
             tls_roots: Vec::new(),
             tls_config: None,
             server_name: "human-plus-demo-sheet".to_owned(),
+            protocol_versions: Vec::new(),
         }
     }
 
@@ -745,6 +769,13 @@ impl DemoSurface {
         Person {
             inner: Arc::clone(&self.inner),
         }
+    }
+
+    /// The tool definitions `tools/list` answers now (edits included), as
+    /// the surface sends them: what a test pins.
+    #[must_use]
+    pub fn tool_definitions(&self) -> Vec<Value> {
+        lock(&self.inner.sheet).tools(&self.inner.behaviour)
     }
 
     /// How many requests of `method` the surface received (`tools/list`,
@@ -875,6 +906,34 @@ impl Person {
     pub fn set_cell(&self, address: &str, value: &str) -> Result<String, SurfaceError> {
         let revision = lock(&self.inner.sheet).set_cell(Actor::Human, address, value)?;
         self.inner.changed.notify_waiters();
+        Ok(revision)
+    }
+
+    /// Sets a cell as a person does it at a Fancy page: the edit lands,
+    /// and the page's sharing layer tells every agent with
+    /// `notifications/agent_activity` whose `source` is `"user"` (what
+    /// `useCoBrowseSession().observeUser` sends, and what `mcp-relay-client`
+    /// reads as "a human took control"). Returns the new revision.
+    ///
+    /// # Errors
+    /// A bad address, or the notification could not be posted (the edit
+    /// has landed then).
+    pub async fn edit_cell(&self, address: &str, value: &str) -> Result<String, SurfaceError> {
+        let revision = self.set_cell(address, value)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let params = json!({
+            "source": "user",
+            "agentId": "person",
+            "agentName": "A person",
+            "target": {"kind": "cell", "elementId": address, "label": address},
+            "action": "editing",
+            "timestamp": now,
+        });
+        let frame =
+            json!({"jsonrpc": "2.0", "method": "notifications/agent_activity", "params": params});
+        self.inner.post_outbox(frame.to_string()).await?;
         Ok(revision)
     }
 

@@ -30,6 +30,10 @@ pub(crate) struct Behaviour {
     pub(crate) feed_complete: bool,
     pub(crate) server_name: String,
     pub(crate) server_version: String,
+    /// MicroMcpServer's `protocolVersions` option (newest first): a listed
+    /// requested version is echoed, else the first; empty answers
+    /// [`PROTOCOL_VERSION`] whatever was asked.
+    pub(crate) protocol_versions: Vec<String>,
 }
 
 /// The sheet and everything recorded about the session.
@@ -250,7 +254,7 @@ impl Sheet {
         };
         push_bounded(&mut self.requests, method.clone());
         let outcome = match method.as_str() {
-            "initialize" => Ok(self.initialize(behaviour)),
+            "initialize" => Ok(self.initialize(behaviour, &params)),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({ "tools": self.tools(behaviour) })),
             "tools/call" => self.tools_call(behaviour, &params),
@@ -311,9 +315,16 @@ impl Sheet {
         );
     }
 
-    fn initialize(&self, behaviour: &Behaviour) -> Value {
+    fn initialize(&self, behaviour: &Behaviour, params: &Value) -> Value {
+        let asked = params.get("protocolVersion").and_then(Value::as_str);
+        let version = match behaviour.protocol_versions.first() {
+            None => PROTOCOL_VERSION,
+            Some(first) => asked
+                .filter(|a| behaviour.protocol_versions.iter().any(|v| v == a))
+                .unwrap_or(first),
+        };
         json!({
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": true}},
             "serverInfo": {
                 "name": behaviour.server_name,
@@ -718,6 +729,7 @@ mod tests {
             feed_complete: true,
             server_name: "demo".into(),
             server_version: "0".into(),
+            protocol_versions: Vec::new(),
         }
     }
 
@@ -803,6 +815,23 @@ mod tests {
         assert_eq!(rows[1]["actor_type"], "agent");
         assert_eq!(rows[0]["handle"], "B4");
         assert_eq!(feed["result"]["_meta"]["complete"], true);
+    }
+
+    #[test]
+    fn initialize_answers_like_micro_mcp_server() {
+        let mut sheet = Sheet::new(default_cells()).unwrap();
+        let ask = |sheet: &mut Sheet, b: &Behaviour, v: &str| -> Value {
+            let frame = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": v}});
+            let reply = sheet.handle_frame(b, &frame.to_string()).unwrap();
+            reply["result"]["protocolVersion"].clone()
+        };
+        assert_eq!(ask(&mut sheet, &behaviour(), "2025-11-25"), "2025-06-18");
+        let listed = Behaviour {
+            protocol_versions: vec!["2025-11-25".into(), "2025-06-18".into()],
+            ..behaviour()
+        };
+        assert_eq!(ask(&mut sheet, &listed, "2025-06-18"), "2025-06-18");
+        assert_eq!(ask(&mut sheet, &listed, "2024-11-05"), "2025-11-25");
     }
 
     #[test]
