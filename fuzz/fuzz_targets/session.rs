@@ -12,8 +12,10 @@
 //! - every operation finishes within a bounded number of steps with an
 //!   outcome; until then it always has a timer; after it, nothing is left
 //!   to transmit or wait for;
-//! - no request frame is POSTed before its receive leg answered (SSE head
-//!   2xx on a stream still open, or a long-poll answered);
+//! - no request frame is POSTed before the operation's receive leg
+//!   answered (SSE head 2xx on a stream still open, or a long-poll
+//!   answered); later POSTs of the operation share that leg, and a leg
+//!   that replaced one must answer first;
 //! - every request URL carries the attachment's non-empty `client`; the
 //!   token is never in a request's `Debug`, and is in the query (query
 //!   auth) or the header (bearer), never both;
@@ -138,7 +140,7 @@ struct Relay<'a> {
     bearer: bool,
     expected_pin: Option<String>,
     legs: BTreeMap<RequestId, LegSeen>,
-    since_post: Vec<RequestId>,
+    op_legs: Vec<RequestId>,
     seen_requests: BTreeSet<RequestId>,
     rpc_ids: BTreeSet<String>,
 }
@@ -247,14 +249,12 @@ impl<'a> Relay<'a> {
                         assert!(id.starts_with(&format!("{}-", self.client)));
                         assert!(self.rpc_ids.insert(id), "a JSON-RPC id was reused");
                     }
-                    self.since_post.clear();
                     let status = self.post_status(&mut conn, at);
                     if status {
                         self.surface(&frame);
                     }
                 } else {
                     assert!(path.ends_with("/unregister"), "POST to {path}");
-                    self.since_post.clear();
                     self.post_status(&mut conn, at);
                 }
                 self.conns.insert(req.id, conn);
@@ -263,7 +263,7 @@ impl<'a> Relay<'a> {
                 assert_eq!(req.method, HttpMethod::Get);
                 assert!(path.ends_with("/events"));
                 assert_eq!(get("direction").as_deref(), Some("outbound"));
-                self.since_post.push(req.id);
+                self.op_legs.push(req.id);
                 self.legs.insert(
                     req.id,
                     LegSeen {
@@ -302,7 +302,7 @@ impl<'a> Relay<'a> {
             Leg::Poll => {
                 assert_eq!(req.method, HttpMethod::Get);
                 assert_eq!(get("direction").as_deref(), Some("outbound"));
-                self.since_post.push(req.id);
+                self.op_legs.push(req.id);
                 self.legs.insert(
                     req.id,
                     LegSeen {
@@ -350,13 +350,28 @@ impl<'a> Relay<'a> {
         }
     }
 
-    /// No request frame before the receive leg of its exchange answered.
+    /// No request frame before the operation's receive leg answered. The
+    /// first POST waits for it (subscribe before post); later ones go as soon
+    /// as the leg is known open (one leg per operation): the stream opened
+    /// last answered and is still open, or the poll opened last answered or
+    /// follows one that answered. A leg that replaced one that ended, failed
+    /// or was cancelled without answering must answer first.
     fn check_leg_answered(&self) {
-        let ok = self.since_post.iter().any(|id| {
-            self.legs
-                .get(id)
-                .is_some_and(|l| l.answered && (!l.events || l.open))
-        });
+        let seen = |id: &RequestId| self.legs.get(id);
+        let ok = match self.op_legs.split_last() {
+            None => false,
+            Some((last, before)) => match seen(last) {
+                Some(l) if l.events => l.answered && l.open,
+                Some(l) => {
+                    l.answered
+                        || before
+                            .last()
+                            .and_then(seen)
+                            .is_some_and(|p| !p.events && p.answered)
+                }
+                None => false,
+            },
+        };
         assert!(ok, "a request was POSTed before its receive leg answered");
     }
 
@@ -982,7 +997,7 @@ fn run(data: &[u8]) -> arbitrary::Result<()> {
         bearer: setup.bearer,
         expected_pin: None,
         legs: BTreeMap::new(),
-        since_post: Vec::new(),
+        op_legs: Vec::new(),
         seen_requests: BTreeSet::new(),
         rpc_ids: BTreeSet::new(),
     };
@@ -999,7 +1014,7 @@ fn run(data: &[u8]) -> arbitrary::Result<()> {
         let now = relay.now;
         relay.seen_requests.clear();
         relay.legs.clear();
-        relay.since_post.clear();
+        relay.op_legs.clear();
         relay.rpc_ids.clear();
         relay.expected_pin = agent.record.revision().map(|r| r.token().to_owned());
         let pinned_before: Option<SurfaceRevision> = agent.record.revision().cloned();
