@@ -130,6 +130,11 @@ struct State {
     given: Option<BTreeMap<String, String>>,
     /// A person acted on the surface since the model's last result.
     person: bool,
+    /// A call ended: once its result is on its way, act on a list change
+    /// it saw, or compare the kept listing it may have re-fetched.
+    after_call: bool,
+    /// A list change seen during a call, acted on after its result.
+    list_changed: bool,
     /// The client's session, once it is served.
     peer: Option<Peer<RoleServer>>,
     /// Open `subscriptions/listen` streams (2026-07-28).
@@ -262,10 +267,38 @@ impl Shared {
         (lock(&self.log))(line);
     }
 
-    /// Acts on what the receive legs showed since last asked.
+    /// Acts on what the receive legs showed since last asked, and on what
+    /// the last call left for after its result (so the result does not wait
+    /// for a re-list or a comparison).
     fn watch(&self) {
-        if let Ok(seen) = self.agent.take_seen(&self.owner, &self.attachment) {
-            self.absorb(seen);
+        let mut seen = self
+            .agent
+            .take_seen(&self.owner, &self.attachment)
+            .unwrap_or_default();
+        let (after_call, list_changed, given) = {
+            let mut state = lock(&self.state);
+            (
+                std::mem::take(&mut state.after_call),
+                std::mem::take(&mut state.list_changed),
+                state.given.is_some(),
+            )
+        };
+        seen.list_changed |= list_changed;
+        let relists = seen.list_changed && given;
+        self.absorb(seen);
+        // A re-list the call made that differs is a list change too; the
+        // kept listing tells at no cost.
+        if after_call
+            && !relists
+            && given
+            && matches!(
+                self.agent
+                    .listing_current_for(&self.owner, &self.attachment),
+                Ok(Some(_))
+            )
+            && let Ok(d) = self.agent.tools(&self.owner, &self.attachment)
+        {
+            self.compare(&d);
         }
     }
 
@@ -432,24 +465,22 @@ impl Shared {
                 Err(e) => Err(self.refusal_of(name, e)),
             }
         };
+        // What the call's leg showed: a person's activity goes into this
+        // result; a list change is acted on once the result is sent (the
+        // thread's next `watch`).
         let seen = self
             .agent
             .take_seen(&self.owner, &self.attachment)
             .unwrap_or_default();
-        self.absorb(seen);
-        // A re-list the call made that differs is a list change too; the
-        // kept listing tells at no cost.
-        if lock(&self.state).given.is_some()
-            && matches!(
-                self.agent
-                    .listing_current_for(&self.owner, &self.attachment),
-                Ok(Some(_))
-            )
-            && let Ok(d) = self.agent.tools(&self.owner, &self.attachment)
-        {
-            self.compare(&d);
+        if seen.person_active {
+            self.log("a person is active on the surface: the next result carries a note");
         }
-        let person = std::mem::take(&mut lock(&self.state).person);
+        let person = {
+            let mut state = lock(&self.state);
+            state.after_call = true;
+            state.list_changed |= seen.list_changed;
+            std::mem::take(&mut state.person) || seen.person_active
+        };
         let mut content = Vec::new();
         if person {
             meta.insert("personActive".into(), Value::Bool(true));
