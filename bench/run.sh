@@ -3,7 +3,8 @@
 #   1-2. the core's costs in Rust and through the Python port (same inputs),
 #   3.   end to end per runtime x receive leg beside the floor and the
 #        keep-alive floor (and warm),
-#   4.   1,000 attachments calling concurrently.
+#   4.   1,000 attachments calling concurrently,
+#   5.   10,000 warm attachments idle, then one more call each.
 # Usage: bench/run.sh [compare options, e.g. --calls 400 --secs 20]
 # The criterion benches (more detail on section 1) are separate:
 #   cargo bench -p human-plus-bench --bench core
