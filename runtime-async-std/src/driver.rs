@@ -131,7 +131,7 @@ pub(crate) async fn drive<T: OperationOutput>(
     ctx: &Arc<Context>,
     mut op: Operation<T>,
     mut warm: Option<WarmStream>,
-) -> (Outcome<T>, Option<WarmStream>) {
+) -> Result<(Outcome<T>, Option<WarmStream>), human_plus_core::Error> {
     let endpoint = Arc::new(op.endpoint().clone());
     let queue = EventQueue::default();
     let mut inflight: Vec<(RequestId, RequestFuture)> = Vec::new();
@@ -194,7 +194,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                 w.poll_while_woken(None);
                 w
             });
-            return (outcome, kept);
+            return Ok((outcome, kept));
         }
         match next_input(
             &mut inflight,

@@ -147,8 +147,14 @@ impl Driver for AsyncIo {
         }
     }
 
-    async fn drive<T: OperationOutput + Send>(&self, run: Drive<T, Self>) -> Driven<T, Self> {
-        Ok(driver::drive(&self.ctx, run.op, run.stream).await)
+    fn drive<T: OperationOutput + Send>(
+        &self,
+        run: Drive<T, Self>,
+    ) -> impl Future<Output = Driven<T, Self>> + Send {
+        // The driver loop's own future, not one awaiting it: a wrapper
+        // would keep room for `run` beside the operation moved into it.
+        let Drive { op, stream } = run;
+        driver::drive(&self.ctx, op, stream)
     }
 
     async fn sleep(wait: Duration) {

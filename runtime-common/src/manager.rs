@@ -643,7 +643,10 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
                 op = op.with_warm_leg(leg);
             }
         }
-        let (mut outcome, stream) = inner.driver.drive(Drive { op, stream }).await?;
+        // On the heap: the drive's state (the operation's machine and the
+        // driver's loop) is most of an operation's size, and an inline one
+        // makes every future that holds a call that much larger.
+        let (mut outcome, stream) = Box::pin(inner.driver.drive(Drive { op, stream })).await?;
         if outcome.seen != Seen::default() {
             let mut seen = inner.seen.lock().unwrap_or_else(PoisonError::into_inner);
             let kept = seen.entry(id.clone()).or_default();

@@ -182,8 +182,14 @@ impl Driver for Tokio {
         }
     }
 
-    async fn drive<T: OperationOutput + Send>(&self, run: Drive<T, Self>) -> Driven<T, Self> {
-        driver::drive(run.op, &self.connector, run.stream).await
+    fn drive<T: OperationOutput + Send>(
+        &self,
+        run: Drive<T, Self>,
+    ) -> impl Future<Output = Driven<T, Self>> + Send {
+        // The driver loop's own future, not one awaiting it: a wrapper
+        // would keep room for `run` beside the operation moved into it.
+        let Drive { op, stream } = run;
+        driver::drive(op, &self.connector, stream)
     }
 
     fn now() -> Instant {
