@@ -302,13 +302,18 @@ impl Shared {
         }
     }
 
-    /// A person's activity is kept for the next result; a list change
-    /// re-lists and tells the client if the admitted listing changed.
-    fn absorb(&self, seen: Seen) {
-        if seen.person_active {
+    /// A person's activity, when seen, is kept for the next result.
+    fn note_person(&self, active: bool) {
+        if active {
             self.log("a person is active on the surface: the next result carries a note");
             lock(&self.state).person = true;
         }
+    }
+
+    /// A person's activity is kept for the next result; a list change
+    /// re-lists and tells the client if the admitted listing changed.
+    fn absorb(&self, seen: Seen) {
+        self.note_person(seen.person_active);
         if seen.list_changed && lock(&self.state).given.is_some() {
             self.log("the surface's tools changed: listing again");
             if let Ok(discovery) = self.agent.tools(&self.owner, &self.attachment) {
@@ -472,14 +477,12 @@ impl Shared {
             .agent
             .take_seen(&self.owner, &self.attachment)
             .unwrap_or_default();
-        if seen.person_active {
-            self.log("a person is active on the surface: the next result carries a note");
-        }
+        self.note_person(seen.person_active);
         let person = {
             let mut state = lock(&self.state);
             state.after_call = true;
             state.list_changed |= seen.list_changed;
-            std::mem::take(&mut state.person) || seen.person_active
+            std::mem::take(&mut state.person)
         };
         let mut content = Vec::new();
         if person {
