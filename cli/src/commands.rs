@@ -165,9 +165,14 @@ pub fn call(args: &CallArgs) -> Result<String, Failure> {
         .call(&c.owner, c.id(), &args.tool, arguments)
         .map_err(|e| c.fail(&e))?;
     if args.json {
-        return Ok(format!("{}\n", call_json(&r)));
+        return Ok(format!(
+            "{}\n",
+            c.secrets.redact(&call_json(&r).to_string())
+        ));
     }
-    let mut out = r.text.clone();
+    // The result is the surface's words: its terminal escapes are shown,
+    // never obeyed, and the secrets this process holds are taken out.
+    let mut out = human_plus_core::escape_controls_keep_lines(&c.secrets.redact(&r.text));
     if !out.ends_with('\n') {
         out.push('\n');
     }

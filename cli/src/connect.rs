@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use human_plus_core::{
-    EgressPolicy, ManagerConfig, Participant, ProxyCredentials, ReceiveLeg, RelayAuth,
+    EgressPolicy, ManagerConfig, Participant, ProxyCredentials, ReceiveLeg, RelayAuth, Secrets,
     SurfaceAttachment, SurfaceInvitation, TransportConfig, TrustPolicy,
 };
 use human_plus_runtime::TlsRoots;
@@ -40,6 +40,9 @@ pub struct Connection {
     pub attachment: SurfaceAttachment,
     /// What failures are reported against.
     pub context: Context,
+    /// The secrets this connection holds (the token, the proxy's
+    /// credentials), to redact by exact value wherever a text goes.
+    pub secrets: Secrets,
 }
 
 impl std::fmt::Debug for Connection {
@@ -434,6 +437,11 @@ fn connect_inner(
         &args.participant_name,
         &args.participant_color,
     );
+    let secrets = Secrets::of(
+        &invitation,
+        read_proxy_credentials(args.proxy_auth_file.as_deref())?.as_ref(),
+    );
+    crate::logs::hide(&secrets);
     let attachment = agent
         .attach(OWNER, invitation, participant)
         .map_err(|e| fail(&e))?;
@@ -442,6 +450,7 @@ fn connect_inner(
         owner: OWNER.to_owned(),
         attachment,
         context,
+        secrets,
     })
 }
 

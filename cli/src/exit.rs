@@ -120,7 +120,16 @@ impl Failure {
     /// The failure for a core error.
     #[must_use]
     pub fn from_error(error: &Error, context: &Context) -> Self {
-        let full = redact_text(&error.to_string());
+        // The surface's words (a framed result or error) are data: only the
+        // secrets this process holds are taken out of them, by exact value
+        // (when printed). Human+'s own messages quote library errors, which
+        // like to quote URLs: those are redacted by pattern.
+        let full = match error {
+            Error::ToolFailed { .. }
+            | Error::SurfaceError(_)
+            | Error::SurfaceChangedUnderYou(_) => error.to_string(),
+            _ => redact_text(&error.to_string()),
+        };
         let (message, detail) = match error {
             Error::ToolFailed { .. } => (
                 "the tool ran and reported an error; its framed output follows.".to_owned(),
@@ -144,19 +153,28 @@ impl Failure {
     }
 
     /// The text printed on stderr: `human-plus: error[code]: message`, the
-    /// hint, then the detail indented.
+    /// hint, then the detail indented. Every line is redacted of the
+    /// secrets the command holds (by exact value) and has its control
+    /// characters escaped, so nothing a surface wrote can steer the
+    /// terminal.
     #[must_use]
     pub fn render(&self) -> String {
-        let mut out = format!("human-plus: error[{}]: {}\n", self.code, self.message);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "human-plus: error[{}]: {}",
+            self.code,
+            printable(&redact_text(&self.message))
+        );
         if let Some(hint) = &self.hint {
-            let _ = writeln!(out, "human-plus: hint: {hint}");
+            let _ = writeln!(out, "human-plus: hint: {}", printable(&redact_text(hint)));
         }
         if let Some(detail) = &self.detail {
             for line in detail.lines() {
-                let _ = writeln!(out, "  {line}");
+                let _ = writeln!(out, "  {}", printable(line));
             }
         }
-        redact_text(&out)
+        crate::logs::redact(&out)
     }
 
     /// Prints [`Failure::render`] on stderr.
@@ -267,18 +285,11 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
     })
 }
 
-/// An untrusted name with control characters escaped, for one line.
+/// An untrusted name or line with control characters (and invisible or
+/// direction-changing ones) escaped, for one line of a terminal.
 #[must_use]
 pub fn printable(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    human_plus_core::escape_controls(name)
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod connect;
 pub mod demo;
 pub mod digest;
 pub mod exit;
+pub mod logs;
 pub mod mcp;
 pub mod probe;
 pub mod serve;
@@ -105,7 +106,9 @@ fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
 /// Logs every tracing event at `HUMAN_PLUS_LOG`'s level (`error`, `warn`,
 /// `info`, `debug` or `trace`) or above to stderr, the `log` records of the
 /// libraries below too; nothing when it is unset. The relay token is in no
-/// event at any level.
+/// event at any level: the runtimes never hand it to a library that logs,
+/// and every line is redacted of the secrets the command holds by exact
+/// value on its way out ([`logs::Stderr`]).
 fn init_logging() {
     let Ok(level) = std::env::var(LOG_ENV) else {
         return;
@@ -120,7 +123,7 @@ fn init_logging() {
     };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_writer(std::io::stderr)
+        .with_writer(logs::Stderr)
         .with_ansi(false)
         .try_init();
 }

@@ -40,9 +40,10 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use human_plus_core::{
-    Discovery, Error, PERSON_ACTIVE_NOTE, Seen, SurfaceChanges, ToolRefusal, is_change_feed_tool,
-    redact_text,
+    Discovery, Error, PERSON_ACTIVE_NOTE, ResultGuard, Secrets, Seen, ToolRefusal, feed_answer,
+    is_change_feed_tool, is_plain_identifier, redact_text,
 };
+use human_plus_runtime::OsEntropy;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
     ContentBlock, CustomRequest, CustomResult, DiscoverResult, Implementation,
@@ -119,6 +120,12 @@ struct Shared {
     agent: Arc<dyn Agent>,
     owner: String,
     attachment: String,
+    /// What every text handed to the client is redacted of, by exact value.
+    secrets: Secrets,
+    /// The one budget every answer is bounded by, framing included.
+    guard: ResultGuard,
+    /// The surface id, for the frames the bridge makes itself.
+    surface: String,
     log: Mutex<Log>,
     state: Mutex<State>,
 }
@@ -159,9 +166,27 @@ impl Bridge {
             agent,
             owner,
             attachment,
+            secrets,
             ..
         } = connection;
-        Bridge::from_parts(agent, owner, attachment.id().to_owned())
+        let surface = attachment.invitation().surface_id().to_owned();
+        let mut bridge = Bridge::from_parts(agent, owner, attachment.id().to_owned());
+        if let Some(shared) = Arc::get_mut(&mut bridge.shared) {
+            shared.secrets = secrets;
+            shared.surface = surface;
+        }
+        bridge
+    }
+
+    /// The same bridge, redacting `secrets` (by exact value) from every
+    /// text it hands the client and every log line (tests; [`Bridge::new`]
+    /// takes the connection's).
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.secrets = secrets;
+        }
+        self
     }
 
     /// A bridge over `agent`'s attachment `attachment` owned by `owner`,
@@ -173,8 +198,14 @@ impl Bridge {
                 agent,
                 owner,
                 attachment,
+                secrets: Secrets::none(),
+                guard: ResultGuard::default(),
+                surface: String::new(),
                 log: Mutex::new(Box::new(|line| {
-                    eprintln!("human-plus mcp: {}", redact_text(line));
+                    eprintln!(
+                        "human-plus mcp: {}",
+                        crate::logs::redact(&redact_text(line))
+                    );
                 })),
                 state: Mutex::new(State::default()),
             }),
@@ -264,7 +295,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Shared {
     fn log(&self, line: &str) {
-        (lock(&self.log))(line);
+        let line = self.secrets.redact(line);
+        (lock(&self.log))(&line);
+    }
+
+    /// The text a model reads for `error`, redacted of this bridge's
+    /// secrets by exact value.
+    fn error_text(&self, error: &Error) -> String {
+        self.secrets.redact(&error_text(error)).into_owned()
     }
 
     /// Acts on what the receive legs showed since last asked, and on what
@@ -434,7 +472,7 @@ impl Shared {
             match self.agent.changes_since(&self.owner, &self.attachment) {
                 Ok(changes) if changes.answered() => {
                     self.log(&format!("tools/call {shown}: the change feed answered"));
-                    Ok(feed_text(&changes))
+                    feed_answer(&changes, &self.guard, &self.surface, name, &mut OsEntropy)
                 }
                 Ok(_) => Err(Error::ToolRefused(ToolRefusal::NotOffered(name.to_owned()))),
                 Err(e) => Err(e),
@@ -459,11 +497,17 @@ impl Shared {
                             .map(|r| format!(" (revision {})", crate::exit::printable(r.token())))
                             .unwrap_or_default()
                     ));
-                    if let Some(rev) = &result.revision {
-                        meta.insert("revision".into(), Value::String(rev.token().to_owned()));
+                    // Markers only when they are plain identifiers: the
+                    // rest is the surface's words, inside the frame.
+                    if let Some(rev) = result.revision.as_ref().map(|r| r.token())
+                        && is_plain_identifier(rev)
+                    {
+                        meta.insert("revision".into(), Value::String(rev.to_owned()));
                     }
-                    if let Some(pin) = &result.pinned {
-                        meta.insert("pinned".into(), Value::String(pin.token().to_owned()));
+                    if let Some(pin) = result.pinned.as_ref().map(|r| r.token())
+                        && is_plain_identifier(pin)
+                    {
+                        meta.insert("pinned".into(), Value::String(pin.to_owned()));
                     }
                     Ok(result.text)
                 }
@@ -489,15 +533,45 @@ impl Shared {
             meta.insert("personActive".into(), Value::Bool(true));
             content.push(ContentBlock::text(PERSON_ACTIVE_NOTE));
         }
+        let note = person.then_some(PERSON_ACTIVE_NOTE);
+        // Everything this result hands the model, the note included, is
+        // bounded by the one budget; over it, Human+'s refusal alone.
+        let outcome = match outcome {
+            Ok(text) => {
+                let text = self.secrets.redact(&text).into_owned();
+                match self
+                    .guard
+                    .check_answer(note.into_iter().chain([text.as_str()]))
+                {
+                    Ok(()) => Ok(text),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
         let mut result = match outcome {
             Ok(text) => {
-                content.push(ContentBlock::text(redact_text(&text)));
+                content.push(ContentBlock::text(text));
                 CallToolResult::success(content)
             }
             Err(e) => {
                 self.log(&format!("tools/call {shown}: {}", e.code()));
-                meta.insert("code".into(), Value::String(e.code().to_owned()));
-                content.push(ContentBlock::text(error_text(&e)));
+                let mut text = self.error_text(&e);
+                if self
+                    .guard
+                    .check_answer(note.into_iter().chain([text.as_str()]))
+                    .is_err()
+                {
+                    let over = Error::ToolRefused(ToolRefusal::OverBudget {
+                        size: text.len(),
+                        limit: self.guard.max_bytes(),
+                    });
+                    meta.insert("code".into(), Value::String(over.code().to_owned()));
+                    text = error_text(&over);
+                } else {
+                    meta.insert("code".into(), Value::String(e.code().to_owned()));
+                }
+                content.push(ContentBlock::text(text));
                 CallToolResult::error(content)
             }
         };
@@ -643,7 +717,10 @@ impl ServerHandler for Handler {
                 Ok(result)
             }
             Err(e) => Err(McpError::internal_error(
-                redact_text(&format!("{}: {}", e.code(), first_line(&error_text(&e)))),
+                self.shared
+                    .secrets
+                    .redact(&format!("{}: {}", e.code(), first_line(&error_text(&e))))
+                    .into_owned(),
                 Some(json!({"code": e.code()})),
             )),
         }
@@ -915,7 +992,7 @@ fn first_line(text: &str) -> &str {
 /// The text a model reads for a failed call.
 #[must_use]
 pub fn error_text(error: &Error) -> String {
-    let text = match error {
+    match error {
         Error::SurfaceChangedUnderYou(refusal) => refusal.to_string(),
         Error::ToolFailed { framed } => framed.clone(),
         Error::NotAttached(_) => format!(
@@ -929,30 +1006,7 @@ pub fn error_text(error: &Error) -> String {
             e
         ),
         e => format!("{}: {}", e.code(), e),
-    };
-    redact_text(&text)
-}
-
-/// The text a model reads for a change-feed answer: what is known, the
-/// handles to defer to, then the answer as JSON.
-#[must_use]
-pub fn feed_text(changes: &SurfaceChanges) -> String {
-    let mut text = changes.describe();
-    let defer = changes.defer_to();
-    if !defer.is_empty() {
-        text.push_str("\nDefer to these: re-read them, do not correct them:");
-        for c in defer {
-            text.push_str(&format!(
-                "\n- {} ({} by {})",
-                crate::exit::printable(c.handle()),
-                c.kind().as_str(),
-                c.actor().as_str()
-            ));
-        }
     }
-    text.push('\n');
-    text.push_str(&changes.to_json());
-    text
 }
 
 #[cfg(test)]
@@ -961,7 +1015,8 @@ mod tests {
     use crate::args::RuntimeKind;
     use human_plus_core::{
         Activity, CallResult, ConflictDetection, Participant, SurfaceAttachment,
-        SurfaceChangedUnderYou, SurfaceInvitation, SurfaceRevision, ToolDefinition, Withheld,
+        SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceRevision, ToolDefinition,
+        Withheld,
     };
     use human_plus_store::InMemoryAttachmentStore;
     use tokio::io::{AsyncBufReadExt, BufReader};

@@ -251,10 +251,7 @@ fn first_line(e: &Error) -> String {
         Error::ToolFailed { .. } => "the tool reported an error; check --args".to_owned(),
         Error::SurfaceError(s) => format!(
             "the surface answered with a JSON-RPC error{}",
-            s.code
-                .as_deref()
-                .map(|c| format!(" {}", printable(c)))
-                .unwrap_or_default()
+            s.code.map(|c| format!(" {c}")).unwrap_or_default()
         ),
         e => human_plus_core::redact_text(e.to_string().lines().next().unwrap_or_default()),
     }

@@ -276,8 +276,10 @@ pub enum ToolRefusal {
     /// The policy allows an empty list.
     #[error("Human+ surface trust declares an empty allowlist.")]
     EmptyAllowlist,
-    /// The name is not `[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}`.
-    #[error("Human+ tool name [{}] is not a well-formed tool name.", printable(.0))]
+    /// The name is not `[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}`. The name is
+    /// kept for the caller (untrusted: the surface wrote it) and never
+    /// quoted in the message.
+    #[error("{}", malformed_name_message(.0))]
     MalformedName(String),
     /// The name is a confirmation tool reserved for the human.
     #[error("Human+ tool [{}] is reserved for the human confirmation surface.", printable(.0))]
@@ -302,18 +304,45 @@ pub enum ToolRefusal {
     },
 }
 
-/// Renders an untrusted name with control and invisible characters escaped,
-/// so an error message can be read (and logged) safely.
+/// The longest name Human+ quotes in an error, in bytes; a longer one is
+/// cut there and marked.
+const QUOTED_NAME_MAX: usize = 128;
+
+/// Renders a name with control and invisible characters escaped and its
+/// length bounded, so an error message can be read (and logged) safely.
+/// The names quoted this way are ones Human+ checked (tool names that
+/// passed the trust's shape rule, the invitation's surface id) or the
+/// caller's own.
 fn printable(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if c.is_control() || crate::trust::is_invisible(c) && c != ' ' {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
+    let mut end = name.len().min(QUOTED_NAME_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = crate::plain::escape_controls(name.get(..end).unwrap_or_default());
+    if end < name.len() {
+        out.push('\u{2026}');
     }
     out
+}
+
+/// The reference's sentence for a malformed tool name, quoting the name
+/// (escaped) only when it cannot read as a sentence: at most 128 bytes, no
+/// space, no quote, bracket or angle bracket. Anything else is the
+/// surface's words and is not quoted.
+fn malformed_name_message(name: &str) -> String {
+    let shown = printable(name);
+    let quotable = name.len() <= QUOTED_NAME_MAX
+        && !shown
+            .chars()
+            .any(|c| matches!(c, ' ' | '<' | '>' | '[' | ']' | '"' | '\'' | '`'));
+    if quotable {
+        format!("Human+ tool name [{shown}] is not a well-formed tool name.")
+    } else {
+        format!(
+            "Human+ tool name is not a well-formed tool name ({} bytes; not shown, as it does not read as a name).",
+            name.len()
+        )
+    }
 }
 
 /// The refusal a model reads when its pinned call met a newer surface.
@@ -374,10 +403,17 @@ impl fmt::Display for SurfaceChangedUnderYou {
             "The surface changed while you were working on it, so `{tool}` was NOT applied.\n\n"
         )?;
         match &self.pinned {
-            Some(rev) => write!(
+            Some(rev) if crate::plain::is_plain_identifier(rev.token()) => write!(
                 f,
                 "You were working from the surface as it looked at revision {}, observed when you called `{}`.",
-                printable(rev.token()),
+                rev.token(),
+                printable(rev.observed_from())
+            )?,
+            // A marker that is not a plain identifier is the surface's
+            // words: never quoted in Human+'s sentence.
+            Some(rev) => write!(
+                f,
+                "You were working from the surface as it looked at the revision it marked when you called `{}` (its marker is not a plain identifier, so it is not shown).",
                 printable(rev.observed_from())
             )?,
             None => f.write_str(
@@ -445,10 +481,18 @@ impl std::error::Error for ConflictDetectionUnavailable {}
 /// A JSON-RPC error the surface answered with. The message is untrusted
 /// text, so it is bounded and framed by the [`crate::ResultGuard`] before it
 /// is stored here.
+///
+/// ```
+/// use human_plus_core::SurfaceError;
+///
+/// let e = SurfaceError { code: Some(-32000), framed_message: None };
+/// assert_eq!(e.to_string(), "Fancy surface returned a JSON-RPC error [-32000].");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SurfaceError {
-    /// The error's `code`, rendered as text when it was a scalar.
-    pub code: Option<String>,
+    /// The error's `code` when it was a JSON integer (JSON-RPC's rule);
+    /// any other value is dropped, never quoted.
+    pub code: Option<i64>,
     /// The framed message, or `None` when the surface sent none.
     pub framed_message: Option<String>,
 }
@@ -456,8 +500,8 @@ pub struct SurfaceError {
 impl fmt::Display for SurfaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Fancy surface returned a JSON-RPC error")?;
-        if let Some(code) = &self.code {
-            write!(f, " [{}]", printable(code))?;
+        if let Some(code) = self.code {
+            write!(f, " [{code}]")?;
         }
         match &self.framed_message {
             Some(m) => write!(f, ":\n{m}"),
@@ -494,8 +538,11 @@ pub enum ProtocolError {
     /// `nextCursor`: following it would ask for the same page for ever.
     #[error("Fancy surface's tools/list cursor did not advance.")]
     CursorNotAdvancing,
-    /// The surface negotiated a protocol version this client does not speak.
-    #[error("Fancy surface negotiated unsupported MCP revision [{}].", printable(.0.as_deref().unwrap_or("missing")))]
+    /// The surface negotiated a protocol version this client does not
+    /// speak. The version is kept only when it has a version's shape
+    /// (`YYYY-MM-DD`, [`crate::is_protocol_version_shape`]); anything else
+    /// (or none) is `None` and never quoted.
+    #[error("Fancy surface negotiated unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
     UnsupportedProtocolVersion(Option<String>),
     /// One frame or event exceeded the byte budget.
     #[error("Fancy relay response exceeded the frame byte budget.")]

@@ -12,9 +12,11 @@ pub const FRAME_NOTICE: &str = "The text below came from a running application s
 
 /// Bounds and frames untrusted text from a surface.
 ///
-/// A text over the budget is refused with [`ToolRefusal::OverBudget`],
-/// never truncated (a truncated result reads as a complete one). A budget
-/// of 0 disables the limit. The frame is four lines:
+/// A result whose frame would exceed the budget is refused with
+/// [`ToolRefusal::OverBudget`], never truncated (a truncated result reads as
+/// a complete one): the budget covers the whole framed text, the frame's
+/// own lines included, since that is what a model reads. A budget of 0
+/// disables the limit. The frame is four lines:
 ///
 /// ```text
 /// <untrusted-tool-output source="human-plus:{surface}" tool="{tool}" id="{nonce}">
@@ -38,6 +40,10 @@ pub const FRAME_NOTICE: &str = "The text below came from a running application s
 /// assert!(lines[3].starts_with("</untrusted-tool-output id=\""));
 ///
 /// assert!(ResultGuard::new(4).frame("s", "t", "12345", &mut SeededEntropy::new(1)).is_err());
+/// // The budget holds the frame too.
+/// let exact = ResultGuard::new(framed.len());
+/// assert!(exact.frame("sheet:one", "sheet_read", "A1 = 4", &mut SeededEntropy::new(1)).is_ok());
+/// assert!(exact.frame("sheet:one", "sheet_read", "A1 = 40", &mut SeededEntropy::new(1)).is_err());
 /// # Ok::<(), human_plus_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +72,35 @@ impl ResultGuard {
         self.max_bytes
     }
 
-    /// Checks `text` against the budget without framing it.
+    /// Checks a whole answer a model will read (framing included) against
+    /// the budget.
     ///
     /// # Errors
     /// [`Error::ToolRefused`] with [`ToolRefusal::OverBudget`].
     pub fn check(&self, text: &str) -> Result<(), Error> {
-        if self.max_bytes > 0 && text.len() > self.max_bytes {
+        self.check_len(text.len())
+    }
+
+    /// Checks the parts of one answer (content blocks a model reads
+    /// together) against the budget as a whole.
+    ///
+    /// # Errors
+    /// [`Error::ToolRefused`] with [`ToolRefusal::OverBudget`].
+    ///
+    /// ```
+    /// use human_plus_core::ResultGuard;
+    ///
+    /// assert!(ResultGuard::new(6).check_answer(["abc", "def"]).is_ok());
+    /// assert!(ResultGuard::new(5).check_answer(["abc", "def"]).is_err());
+    /// ```
+    pub fn check_answer<'a>(&self, parts: impl IntoIterator<Item = &'a str>) -> Result<(), Error> {
+        self.check_len(parts.into_iter().map(str::len).sum())
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), Error> {
+        if self.max_bytes > 0 && len > self.max_bytes {
             return Err(Error::ToolRefused(ToolRefusal::OverBudget {
-                size: text.len(),
+                size: len,
                 limit: self.max_bytes,
             }));
         }
@@ -92,7 +119,9 @@ impl ResultGuard {
         text: &str,
         entropy: &mut dyn Entropy,
     ) -> Result<String, Error> {
-        self.check(text)?;
+        let source = escape_attribute(surface);
+        let tool = escape_attribute(tool);
+        self.check_len(text.len() + frame_overhead(source.len(), tool.len()))?;
         let nonce = loop {
             let mut bytes = [0u8; 8];
             entropy.fill_bytes(&mut bytes);
@@ -101,9 +130,7 @@ impl ResultGuard {
                 break nonce;
             }
         };
-        let source = escape_attribute(surface);
-        let tool = escape_attribute(tool);
-        let mut out = String::with_capacity(text.len() + 256 + source.len() + tool.len());
+        let mut out = String::with_capacity(text.len() + frame_overhead(source.len(), tool.len()));
         out.push_str("<untrusted-tool-output source=\"human-plus:");
         out.push_str(&source);
         out.push_str("\" tool=\"");
@@ -119,6 +146,20 @@ impl ResultGuard {
         out.push_str("\">");
         Ok(out)
     }
+}
+
+/// The bytes a frame adds around a text, for escaped attributes of these
+/// lengths.
+fn frame_overhead(source: usize, tool: usize) -> usize {
+    const OPEN: usize = "<untrusted-tool-output source=\"human-plus:".len()
+        + "\" tool=\"".len()
+        + "\" id=\"".len()
+        + 16
+        + "\">\n".len()
+        + FRAME_NOTICE.len()
+        + 1;
+    const CLOSE: usize = "\n</untrusted-tool-output id=\"".len() + 16 + "\">".len();
+    OPEN + source + tool + CLOSE
 }
 
 /// Escapes `&`, `"`, `'`, `<` and `>` as PHP's
@@ -183,16 +224,17 @@ mod tests {
 
     #[test]
     fn budget_refuses_and_zero_disables() {
-        let g = ResultGuard::new(5);
-        assert!(
-            g.frame("s", "t", "12345", &mut SeededEntropy::new(1))
-                .is_ok()
-        );
+        let overhead = frame_overhead(1, 1);
+        let g = ResultGuard::new(overhead + 5);
+        let framed = g
+            .frame("s", "t", "12345", &mut SeededEntropy::new(1))
+            .unwrap();
+        assert_eq!(framed.len(), overhead + 5);
         assert_eq!(
             g.frame("s", "t", "123456", &mut SeededEntropy::new(1)),
             Err(Error::ToolRefused(ToolRefusal::OverBudget {
-                size: 6,
-                limit: 5
+                size: overhead + 6,
+                limit: overhead + 5
             }))
         );
         let big = "x".repeat(1 << 20);

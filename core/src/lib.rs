@@ -33,6 +33,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod answer;
 mod attachment;
 mod canonical;
 mod changes;
@@ -45,16 +46,19 @@ mod invitation;
 mod jsonrpc;
 mod ops;
 mod owner;
+mod plain;
 mod poll;
 mod pool;
 mod proxy;
 mod revision;
+mod secrets;
 mod sse;
 mod tool;
 mod toolset;
 mod trust;
 mod wire;
 
+pub use answer::*;
 pub use attachment::*;
 pub use canonical::*;
 pub use changes::*;
@@ -67,10 +71,12 @@ pub use invitation::*;
 pub use jsonrpc::*;
 pub use ops::*;
 pub use owner::*;
+pub use plain::*;
 pub use poll::*;
 pub use pool::*;
 pub use proxy::*;
 pub use revision::*;
+pub use secrets::*;
 pub use sse::*;
 pub use tool::*;
 pub use toolset::*;

@@ -34,6 +34,7 @@ use crate::jsonrpc::{
 };
 use crate::owner::OwnerKey;
 use crate::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
+use crate::secrets::Secrets;
 use crate::tool::ToolDefinition;
 use crate::trust::{TrustPolicy, Withheld};
 use crate::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
@@ -980,12 +981,11 @@ impl Machine {
                         .and_then(Value::as_str)
                         .is_some_and(|v| crate::jsonrpc::SURFACE_PROTOCOL_VERSIONS.contains(&v))
                     {
-                        let shown = version.and_then(|v| match v {
-                            Value::String(s) => Some(s.clone()),
-                            Value::Number(n) => Some(n.to_string()),
-                            Value::Bool(b) => Some(b.to_string()),
-                            _ => None,
-                        });
+                        // Quoted later only when it has a version's shape.
+                        let shown = version
+                            .and_then(Value::as_str)
+                            .filter(|v| crate::plain::is_protocol_version_shape(v))
+                            .map(str::to_owned);
                         self.fail(Error::Protocol(ProtocolError::UnsupportedProtocolVersion(
                             shown,
                         )));
@@ -1247,9 +1247,11 @@ impl Machine {
         }
         let surface = self.record.invitation().surface_id().to_owned();
         let guard = self.guard;
+        let secrets = self.secrets();
         let entropy = &mut self.entropy;
-        let framed =
-            answer.with_framed_labels(|label| guard.frame(&surface, tool, label, entropy.as_mut()));
+        let framed = answer.with_framed_labels(|label| {
+            guard.frame(&surface, tool, &secrets.redact(label), entropy.as_mut())
+        });
         match framed {
             Ok(a) => self.succeed(Produced::Changes(a)),
             Err(e) => self.fail(e),
@@ -1257,9 +1259,32 @@ impl Machine {
     }
 
     fn frame(&mut self, tool: &str, text: &str) -> Result<String, Error> {
+        self.frame_within(tool, text, 0)
+    }
+
+    /// Frames `text` so that the frame and `reserve` more bytes (Human+'s
+    /// sentence around it) fit the budget; the secrets this attachment
+    /// holds are taken out of it first, by exact value.
+    fn frame_within(&mut self, tool: &str, text: &str, reserve: usize) -> Result<String, Error> {
         let surface = self.record.invitation().surface_id().to_owned();
-        self.guard
-            .frame(&surface, tool, text, self.entropy.as_mut())
+        let text = self.secrets().redact(text).into_owned();
+        let guard = match self.guard.max_bytes() {
+            0 => self.guard,
+            budget => ResultGuard::new(budget.saturating_sub(reserve).max(1)),
+        };
+        guard.frame(&surface, tool, &text, self.entropy.as_mut())
+    }
+
+    /// The secrets this attachment holds: the relay token and the egress
+    /// proxy's credentials.
+    fn secrets(&self) -> Secrets {
+        Secrets::of(
+            self.record.invitation(),
+            self.io
+                .endpoint
+                .proxy()
+                .and_then(|p| p.credentials.as_ref()),
+        )
     }
 
     /// Interprets a correlated JSON-RPC reply.
@@ -1271,19 +1296,22 @@ impl Machine {
             if rejects_revision(&error) {
                 return Err(Error::RevisionRejected);
             }
-            let code = error.get("code").and_then(|c| match c {
-                Value::Number(n) => Some(n.to_string()),
-                Value::String(s) => Some(s.clone()),
-                Value::Bool(b) => Some(b.to_string()),
-                _ => None,
-            });
+            // JSON-RPC's code is an integer; anything else is dropped.
+            let code = error.get("code").and_then(Value::as_i64);
             let message = error
                 .get("message")
                 .and_then(Value::as_str)
                 .filter(|m| !m.trim().is_empty())
                 .map(str::to_owned);
+            // Human+'s sentence around the message counts in the budget.
+            let reserve = SurfaceError {
+                code,
+                framed_message: Some(String::new()),
+            }
+            .to_string()
+            .len();
             let framed_message = message.map(|m| {
-                self.frame(context, &m).unwrap_or_else(|_| {
+                self.frame_within(context, &m, reserve).unwrap_or_else(|_| {
                     "[the surface's error message exceeds the byte budget and was withheld]"
                         .to_owned()
                 })

@@ -104,6 +104,11 @@ impl ProxyCredentials {
         &self.user
     }
 
+    /// The password, for [`crate::Secrets`] (which redacts it).
+    pub(crate) fn password(&self) -> &str {
+        &self.password
+    }
+
     /// The `Proxy-Authorization` header's value: `Basic` and the base64
     /// of `user:password`.
     fn basic(&self) -> String {
@@ -124,7 +129,7 @@ impl fmt::Debug for ProxyCredentials {
 }
 
 /// Standard base64 with padding (RFC 4648 section 4).
-fn base64(bytes: &[u8]) -> String {
+pub(crate) fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {

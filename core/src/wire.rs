@@ -86,6 +86,66 @@ pub struct HttpRequest {
     pub fresh: bool,
 }
 
+/// A request as an HTTP stack that logs what it is given should see it:
+/// the URL and headers with the token replaced by
+/// [`TOKEN_MARKER`](crate::TOKEN_MARKER), and the token that belongs where
+/// the marker is ([`HttpRequest::masked`]).
+pub struct MaskedRequest {
+    /// The URL, its token (query auth) replaced by the marker.
+    pub url: String,
+    /// The headers, a bearer token replaced by the marker.
+    pub headers: Vec<(&'static str, String)>,
+    /// What the one marker in the request head stands for (percent-encoded
+    /// in the URL, as it is in the header); `None` when there is none.
+    pub token: Option<String>,
+}
+
+impl fmt::Debug for MaskedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaskedRequest")
+            .field("url", &self.url)
+            .field("headers", &self.headers)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+impl HttpRequest {
+    /// The request with its one token replaced by
+    /// [`TOKEN_MARKER`](crate::TOKEN_MARKER), wherever the auth mode puts
+    /// it (the URL's query, or the `authorization` header's `Bearer`
+    /// value), and the token that belongs there.
+    ///
+    /// For HTTP stacks that log the request head they are given (ureq
+    /// hex-dumps it at TRACE): hand them the masked request and put the
+    /// token back into the bytes on their way to the socket, so no log line
+    /// of theirs can hold it.
+    #[must_use]
+    pub fn masked(&self) -> MaskedRequest {
+        let (url, mut token) = self.url.masked();
+        let headers = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                if k.eq_ignore_ascii_case("authorization")
+                    && let Some(bearer) = v.strip_prefix("Bearer ")
+                    && token.is_none()
+                {
+                    token = Some(bearer.to_owned());
+                    (*k, format!("Bearer {}", crate::TOKEN_MARKER))
+                } else {
+                    (*k, v.clone())
+                }
+            })
+            .collect();
+        MaskedRequest {
+            url,
+            headers,
+            token,
+        }
+    }
+}
+
 impl fmt::Debug for HttpRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let headers: Vec<(&str, &str)> = self

@@ -59,7 +59,7 @@ pub use server::{
 };
 pub use surface::{
     Actor, CallOutcome, CallRecord, Change, DemoSurface, DemoSurfaceBuilder, Notification, Person,
-    RevisionMode, SurfaceError, SurfaceLeg,
+    RevisionMode, Rewrite, SurfaceError, SurfaceLeg,
 };
 pub use tls::{GeneratedCert, TlsConfig, TlsError, client_config_trusting};
 

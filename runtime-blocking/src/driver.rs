@@ -417,17 +417,18 @@ fn exchange(
         ))));
     }
     let failures = Arc::new(FailureSlot::default());
-    // ureq logs the request line it is given (at TRACE, through `log`):
-    // it gets the URL with the token masked, and the connection puts the
-    // token back into the bytes on their way to the socket.
-    let (url, token) = req.url.masked();
+    // ureq logs the request head it is given (at TRACE, through `log`, as
+    // a hex dump): it gets the URL and headers with the token masked, and
+    // the connection puts the token back into the bytes on their way to the
+    // socket.
+    let masked = req.masked();
     let _current = current::enter(Current {
         ctl: Arc::clone(ctl),
         failures: Arc::clone(&failures),
-        token,
+        token: masked.token,
     });
-    let url = url.as_str();
-    let headers = req
+    let url = masked.url.as_str();
+    let headers = masked
         .headers
         .iter()
         .filter(|(name, _)| !name.eq_ignore_ascii_case("host"));

@@ -557,18 +557,19 @@ impl fmt::Debug for RelayTransport {
     }
 }
 
-/// The request head with the first [`TOKEN_MARKER`] of its request line
-/// replaced by `token`; `None` when there is no marker there.
+/// The request head with the first [`TOKEN_MARKER`] of its head (the
+/// request line, or a header: the core masks exactly one) replaced by
+/// `token`; `None` when there is no marker there.
 ///
 /// [`TOKEN_MARKER`]: human_plus_core::TOKEN_MARKER
 fn unmask(output: &[u8], token: &str) -> Option<Vec<u8>> {
     let marker = human_plus_core::TOKEN_MARKER.as_bytes();
-    let line_end = output
-        .windows(2)
-        .position(|w| w == b"\r\n")
+    let head_end = output
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
         .unwrap_or(output.len());
-    let line = output.get(..line_end)?;
-    let at = line.windows(marker.len()).position(|w| w == marker)?;
+    let head = output.get(..head_end)?;
+    let at = head.windows(marker.len()).position(|w| w == marker)?;
     let mut out = Vec::with_capacity(output.len() + token.len());
     out.extend_from_slice(output.get(..at)?);
     out.extend_from_slice(token.as_bytes());

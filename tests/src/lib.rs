@@ -11,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod hostile;
 pub mod scenarios;
 
 use std::collections::BTreeMap;
@@ -104,6 +105,8 @@ pub struct EnvOptions {
     /// The versions the surface's `initialize` answers with (empty: always
     /// 2025-06-18), as MicroMcpServer's `protocolVersions`.
     pub protocol_versions: Vec<String>,
+    /// What the surface posts instead of its replies (a hostile surface).
+    pub rewrite: Option<human_plus_relay::Rewrite>,
 }
 
 impl Default for EnvOptions {
@@ -115,6 +118,7 @@ impl Default for EnvOptions {
             change_feed: true,
             keep_alive_timeout: human_plus_relay::DEFAULT_KEEP_ALIVE_TIMEOUT,
             protocol_versions: Vec::new(),
+            rewrite: None,
         }
     }
 }
@@ -198,6 +202,9 @@ impl Env {
             .cells([("A1", "alpha"), ("B2", "beta"), ("B4", "4")]);
         if let Some(cert) = &cert {
             b = b.tls_roots([cert.ca_der().clone()]);
+        }
+        if let Some(rewrite) = &options.rewrite {
+            b = b.rewrite(rewrite.clone());
         }
         let surface = rt.block_on(b.start()).unwrap();
         Env {

@@ -18,9 +18,9 @@ use crate::{
     logged, logged_len,
 };
 
-const OWNER: &str = "session:one";
+pub(crate) const OWNER: &str = "session:one";
 
-fn agent() -> Participant {
+pub(crate) fn agent() -> Participant {
     Participant::new("agent:one", "Assistant", "#7c3aed")
 }
 

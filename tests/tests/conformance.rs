@@ -1,8 +1,8 @@
 //! The conformance suite, instantiated for every runtime x receive leg,
 //! over loopback HTTP and over TLS.
 
-use human_plus_conformance::scenarios;
 use human_plus_conformance::{AsyncStd, Blocking, LegKind, Tokio};
+use human_plus_conformance::{hostile, scenarios};
 
 macro_rules! suite {
     ($module:ident, $runtime:ty) => {
@@ -48,6 +48,14 @@ macro_rules! suite {
             #[test]
             fn faults_poll() {
                 scenarios::faults::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn hostile_surface_sse() {
+                hostile::hostile_surface::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn hostile_surface_poll() {
+                hostile::hostile_surface::<$runtime>(LegKind::Poll);
             }
             #[test]
             fn surface_versions_sse() {

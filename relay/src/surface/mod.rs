@@ -52,6 +52,27 @@ const POST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait between reconnection attempts of the receive leg.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
+/// A surface that lies: given each request's method and params and the
+/// reply the demo surface would post, returns the reply to post instead.
+/// For tests of what a hostile surface can (and cannot) make a model read.
+#[derive(Clone)]
+pub struct Rewrite(Arc<RewriteFn>);
+
+type RewriteFn = dyn Fn(&str, &Value, Value) -> Value + Send + Sync;
+
+impl Rewrite {
+    /// A rewrite by `f(method, params, reply)`.
+    pub fn new(f: impl Fn(&str, &Value, Value) -> Value + Send + Sync + 'static) -> Self {
+        Rewrite(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for Rewrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Rewrite(..)")
+    }
+}
+
 /// Which receive leg the surface reads its inbound frames from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SurfaceLeg {
@@ -229,6 +250,7 @@ pub struct DemoSurfaceBuilder {
     tls_config: Option<Arc<rustls::ClientConfig>>,
     server_name: String,
     protocol_versions: Vec<String>,
+    rewrite: Option<Rewrite>,
 }
 
 impl fmt::Debug for DemoSurfaceBuilder {
@@ -366,6 +388,21 @@ impl DemoSurfaceBuilder {
         self
     }
 
+    /// Every reply passes through `rewrite` before it is posted (default:
+    /// none). A test's hostile surface.
+    ///
+    /// ```
+    /// use human_plus_relay::{DemoSurface, Rewrite};
+    /// let b = DemoSurface::builder("http://127.0.0.1:1", "s", "t")
+    ///     .rewrite(Rewrite::new(|_method, _params, reply| reply));
+    /// # let _ = b;
+    /// ```
+    #[must_use]
+    pub fn rewrite(mut self, rewrite: Rewrite) -> Self {
+        self.rewrite = Some(rewrite);
+        self
+    }
+
     /// Registers (unless told not to), opens the receive leg and starts
     /// answering. Returns once the leg is open, so an agent may post.
     pub async fn start(self) -> Result<DemoSurface, SurfaceError> {
@@ -396,6 +433,7 @@ impl DemoSurfaceBuilder {
             ended: Mutex::new(None),
             changed: Notify::new(),
             poll_wait_ms: u64::try_from(self.poll_wait.as_millis()).unwrap_or(u64::MAX),
+            rewrite: self.rewrite,
         });
         if self.register {
             let body = json!({"session": inner.session, "token": inner.token}).to_string();
@@ -448,6 +486,7 @@ struct Inner {
     ended: Mutex<Option<String>>,
     changed: Notify,
     poll_wait_ms: u64,
+    rewrite: Option<Rewrite>,
 }
 
 enum Opened {
@@ -516,7 +555,13 @@ impl Inner {
     }
 
     async fn handle(&self, frame: &str) {
-        let reply = lock(&self.sheet).handle_frame(&self.behaviour, frame);
+        let mut reply = lock(&self.sheet).handle_frame(&self.behaviour, frame);
+        if let (Some(rewrite), Some(r)) = (&self.rewrite, reply.take()) {
+            let request: Value = serde_json::from_str(frame).unwrap_or(Value::Null);
+            let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+            let params = request.get("params").unwrap_or(&Value::Null);
+            reply = Some((rewrite.0)(method, params, r));
+        }
         self.changed.notify_waiters();
         if let Some(reply) = reply
             && let Err(error) = self.post_outbox(reply.to_string()).await
@@ -683,6 +728,7 @@ impl DemoSurface {
             tls_config: None,
             server_name: "human-plus-demo-sheet".to_owned(),
             protocol_versions: Vec::new(),
+            rewrite: None,
         }
     }
 
