@@ -494,7 +494,11 @@ impl Shared {
                         result
                             .revision
                             .as_ref()
-                            .map(|r| format!(" (revision {})", crate::exit::printable(r.token())))
+                            .map(|r| if is_plain_identifier(r.token()) {
+                                format!(" (revision {})", r.token())
+                            } else {
+                                " (a revision marker that is not a plain identifier)".to_owned()
+                            })
                             .unwrap_or_default()
                     ));
                     // Markers only when they are plain identifiers: the

@@ -556,7 +556,9 @@ impl Inner {
 
     async fn handle(&self, frame: &str) {
         let mut reply = lock(&self.sheet).handle_frame(&self.behaviour, frame);
-        if let (Some(rewrite), Some(r)) = (&self.rewrite, reply.take()) {
+        if let Some(rewrite) = &self.rewrite
+            && let Some(r) = reply.take()
+        {
             let request: Value = serde_json::from_str(frame).unwrap_or(Value::Null);
             let method = request.get("method").and_then(Value::as_str).unwrap_or("");
             let params = request.get("params").unwrap_or(&Value::Null);
