@@ -127,6 +127,11 @@ pub struct RelayArgs {
     /// The port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
+    /// Serve every route under this path, as the Fancy Node relay's
+    /// `--prefix` does (e.g. `agent-relay`, the relay path links use by
+    /// default): `/agent-relay/register`, `/agent-relay/ID/poll`, ...
+    #[arg(long, value_name = "PATH", default_value = "")]
+    pub prefix: String,
     /// Serve HTTPS with this PEM certificate chain (leaf first).
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,

@@ -119,6 +119,8 @@ impl Browser {
         let profile = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("chromium-profile-{}", common::random_hex(6)));
         let caps = json!({
+            // What the page's console shows, read back by `console_lines`.
+            "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {
                 "binary": chromium,
                 "args": [
@@ -255,6 +257,25 @@ impl Browser {
         (relay, session, surface, token)
     }
 
+    /// The browser's console since the last call (chromedriver's log
+    /// endpoint hands each entry over once): every message Chromium wrote
+    /// there, its own network errors included, as `LEVEL source: text`.
+    async fn console_lines(&self) -> Vec<String> {
+        let got = self.client.issue_cmd(BrowserLog).await.unwrap();
+        got.as_array()
+            .unwrap_or_else(|| panic!("a log list: {got}"))
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}: {}",
+                    e["level"].as_str().unwrap_or("?"),
+                    e["source"].as_str().unwrap_or("?"),
+                    e["message"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    }
+
     async fn save_screenshot(&self, path: &Path) {
         let png = self.client.screenshot().await.unwrap();
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -263,6 +284,31 @@ impl Browser {
         }
         std::fs::write(path, png).unwrap();
         eprintln!("screenshot saved to {}", path.display());
+    }
+}
+
+/// chromedriver's `POST /session/{id}/se/log` for the `browser` log (not
+/// in W3C WebDriver, so not in fantoccini).
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (hyper::Method, Option<String>) {
+        (
+            hyper::Method::POST,
+            Some(r#"{"type":"browser"}"#.to_owned()),
+        )
     }
 }
 
@@ -398,6 +444,7 @@ async fn http(port: u16, method: &str, target: &str, body: &str) -> (u16, String
 /// on its own labelled long-poll subscriber.
 struct Peer {
     port: u16,
+    prefix: String,
     session: String,
     token: String,
     subscriber: String,
@@ -406,8 +453,14 @@ struct Peer {
 
 impl Peer {
     async fn new(port: u16, session: &str, token: &str) -> Peer {
+        Peer::new_at(port, "", session, token).await
+    }
+
+    /// A peer of a relay whose routes live under `prefix`.
+    async fn new_at(port: u16, prefix: &str, session: &str, token: &str) -> Peer {
         let mut peer = Peer {
             port,
+            prefix: prefix.to_owned(),
             session: session.to_owned(),
             token: token.to_owned(),
             subscriber: String::new(),
@@ -422,8 +475,8 @@ impl Peer {
             self.port,
             "GET",
             &format!(
-                "/{}/poll?token={}&direction=outbound&client=peer&wait={wait_ms}&subscriber={}",
-                self.session, self.token, self.subscriber
+                "{}/{}/poll?token={}&direction=outbound&client=peer&wait={wait_ms}&subscriber={}",
+                self.prefix, self.session, self.token, self.subscriber
             ),
             "",
         )
@@ -441,7 +494,10 @@ impl Peer {
         let (status, body) = http(
             self.port,
             "POST",
-            &format!("/{}/inbox?token={}&client=peer", self.session, self.token),
+            &format!(
+                "{}/{}/inbox?token={}&client=peer",
+                self.prefix, self.session, self.token
+            ),
             frame,
         )
         .await;
@@ -491,6 +547,53 @@ async fn tool_digests(
         .collect();
     let withheld = d.withheld.iter().map(|w| w.name.clone()).collect();
     (admitted, withheld)
+}
+
+/// Reads the share link off the page as a person would: it is hidden
+/// (the token masked) until Show, and Copy says whether it copied.
+async fn share_link(browser: &Browser) -> String {
+    let hidden = browser.text("share-link").await;
+    assert!(
+        hidden.contains(&format!("token={}&", "\u{2022}".repeat(8))),
+        "{hidden}"
+    );
+    browser
+        .client
+        .find(Locator::Id("copy-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until(
+            "an answer from Copy the link",
+            "const t = document.getElementById('copied').textContent; \
+             return t === 'The link is on the clipboard.' || t.startsWith('This browser did not allow copying')",
+        )
+        .await;
+    let show = browser.client.find(Locator::Id("show-link")).await.unwrap();
+    show.click().await.unwrap();
+    let link = browser.text("share-link").await;
+    // Hidden again, as the person left it.
+    show.click().await.unwrap();
+    assert_eq!(browser.text("share-link").await, hidden);
+    link
+}
+
+/// The parts of a share link of the page at `page_url`: `page_url` then
+/// `#session=..&token=..&relay=..&surface=..`, form-encoded, and nothing
+/// else. Returns (relay, session, token, surface).
+fn parse_share_link(link: &str, page_url: &str) -> (String, String, String, String) {
+    let (page, fragment) = link.split_once('#').expect("a fragment");
+    assert_eq!(page, page_url, "the link is the page's own address");
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(fragment.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["session", "token", "relay", "surface"], "{link}");
+    let value = |i: usize| pairs[i].1.clone();
+    (value(2), value(0), value(1), value(3))
 }
 
 // ------------------------------------------------------------------ tests
@@ -760,22 +863,51 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
     browser.wait_cell("D4", "14.40").await;
     browser.save_screenshot(&screenshot_path()).await;
 
-    // The command the page shows for an agent on this machine works as
-    // shown (run as `tools`, which shares every flag with `mcp` and exits).
-    let shown = browser.text("inv-command").await;
-    let words: Vec<&str> = shown.split_whitespace().collect();
+    // The share link: hidden until shown, copyable, in the fragment form
+    // with the relay's base and the surface; and the join line, which
+    // carries no link and no token.
+    let link = share_link(browser).await;
     assert_eq!(
-        &words[..3],
-        ["HUMAN_PLUS_TOKEN=<the", "token>", "human-plus"],
-        "{shown}"
+        parse_share_link(&link, url),
+        (
+            relay_url.clone(),
+            session.clone(),
+            token.clone(),
+            surface.clone()
+        ),
+        "{link}"
     );
-    assert_eq!(words[3], "mcp");
-    let mut args = vec!["tools".to_owned()];
-    args.extend(words[4..].iter().map(|w| (*w).to_owned()));
+    let join = browser.text("join-command").await;
+    assert_eq!(
+        join,
+        "human-plus join --name web-sheet --allow-insecure-loopback --allow-unverified-egress"
+    );
+    // The invitation the page copies as JSON is the same invitation (the
+    // old nine-flag line is gone; `tools` with these parts still works).
     let secret = token.clone();
+    let relay_port = port.to_string();
+    let (relay_for_run, session_for_run) = (relay_url.clone(), session.clone());
     let run = tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        common::run(&args, Some(&secret))
+        common::run(
+            &[
+                "tools",
+                "--relay",
+                &relay_for_run,
+                "--session",
+                &session_for_run,
+                "--surface",
+                "sheet:web",
+                "--allow-host",
+                "127.0.0.1",
+                "--allow-port",
+                &relay_port,
+                "--allow-insecure-loopback",
+                "--allow-unverified-egress",
+                "--allow",
+                "sheet_get_cell,sheet_set_cell",
+            ],
+            Some(&secret),
+        )
     })
     .await
     .unwrap();
@@ -1046,4 +1178,193 @@ async fn demo_story(browser: &Browser) {
         !demo.seen.iter().any(|l| l.contains(token)),
         "the token never reaches the terminal"
     );
+}
+
+// ------------------------------------- the token and the console (issue 20)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_stays_out_of_the_browsers_console() {
+    with_browser(|browser| async move { console_story(&browser).await }).await;
+}
+
+/// Serves the page for `relay_url` (`--transport poll` when `poll`), opens
+/// it and waits until it is live; its session and token.
+async fn open_page(browser: &Browser, relay_url: &str, poll: bool) -> (Proc, String, String) {
+    let mut args = vec!["surface", "--web", "--relay", relay_url, "--port", "0"];
+    if poll {
+        args.extend(["--transport", "poll"]);
+    }
+    open_with(browser, &args, if poll { "poll" } else { "sse" }).await
+}
+
+/// As [`open_page`] with the automatic transport, waiting for `state`.
+async fn open_page_on(browser: &Browser, relay_url: &str, state: &str) -> (Proc, String, String) {
+    let args = ["surface", "--web", "--relay", relay_url, "--port", "0"];
+    open_with(browser, &args, state).await
+}
+
+async fn open_with(browser: &Browser, args: &[&str], state: &str) -> (Proc, String, String) {
+    let mut server = Proc::spawn(args);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+    browser.client.goto(&url).await.unwrap();
+    browser.wait_state(state).await;
+    let (_, session, _, token) = browser.invitation().await;
+    (server, session, token)
+}
+
+/// Failing requests of the page, with the token in the header (Human+'s
+/// relay) and in the query (a relay that reads only the query, as the Fancy
+/// Node relay): what the console shows, line by line.
+async fn console_story(browser: &Browser) {
+    // 1. The long-poll leg on a relay that reads the header: a poll that
+    //    fails (502), an outbox POST that fails (500), the relay stopped
+    //    under a parked poll, and, on a new relay, the session ended (410).
+    let relay = RelayServer::builder()
+        .prefix("agent-relay")
+        .start()
+        .await
+        .unwrap();
+    let port = relay.addr().port();
+    let (server, session, token) = open_page(browser, relay.base_url(), true).await;
+    let mut peer = Peer::new_at(port, "/agent-relay", &session, &token).await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"c-1","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("c-1").await["result"], json!({}));
+    // The page's answer to c-2 fails (500), and so does its next poll
+    // (502); the peer polls only once the page has taken the 502.
+    relay.set_faults(
+        &session,
+        Faults::new()
+            .status_times(Leg::Outbox, 500, 1)
+            .status_times(Leg::Poll, 502, 1)
+            .affect_pages(),
+    );
+    peer.post(r#"{"jsonrpc":"2.0","id":"c-2","method":"ping"}"#)
+        .await;
+    browser
+        .until(
+            "the page hearing the poll's 502",
+            "return document.getElementById('log').innerText.includes('HTTP 502')",
+        )
+        .await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"c-3","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("c-3").await["result"], json!({}));
+    assert!(!peer.answered("c-2"), "the outbox POST failed");
+    relay.clear_faults(&session);
+    relay.shutdown().await;
+    browser
+        .until(
+            "the page noticing the relay is gone",
+            "return document.getElementById('status').textContent.includes('could not be reached')",
+        )
+        .await;
+    let mut lines = browser.console_lines().await;
+    drop(server);
+
+    let relay = RelayServer::builder()
+        .prefix("agent-relay")
+        .start()
+        .await
+        .unwrap();
+    let (server, session2, token2) = open_page(browser, relay.base_url(), true).await;
+    assert!(relay.drop_session(&session2));
+    browser.wait_state("gone").await;
+    lines.extend(browser.console_lines().await);
+    drop(server);
+    let fetch_lines = lines.clone();
+    for secret in [&token, &token2] {
+        assert!(
+            !lines.iter().any(|l| l.contains(secret.as_str())),
+            "the token in the console: {lines:#?}"
+        );
+    }
+    // Not vacuous: each failure is in the console, with its URL.
+    for needle in [
+        "/outbox - Failed to load resource: the server responded with a status of 500",
+        "/poll?direction=inbound&wait=20000&subscriber=",
+        "status of 502",
+        "ERR_CONNECTION_REFUSED",
+        "status of 410",
+    ] {
+        assert!(
+            fetch_lines.iter().any(|l| l.contains(needle)),
+            "no console line with {needle:?}: {fetch_lines:#?}"
+        );
+    }
+
+    // 2. The event stream (EventSource cannot send a header). The session
+    //    ends under a live stream: the page asks the poll leg what happened
+    //    (410) and the token is nowhere. Then a stream the relay refuses
+    //    (502): the browser shows the events URL, token included, the one
+    //    URL that must carry it; the page goes on on the poll leg.
+    let (server, session3, token3) = open_page(browser, relay.base_url(), false).await;
+    assert!(relay.drop_session(&session3));
+    browser.wait_state("gone").await;
+    let lines = browser.console_lines().await;
+    drop(server);
+    assert!(
+        !lines.iter().any(|l| l.contains(token3.as_str())),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains(&format!("/{session3}/poll?direction=inbound")) && l.contains("410")
+        ),
+        "the poll's 410: {lines:#?}"
+    );
+    relay.set_default_faults(Faults::new().status(Leg::Events, 502).affect_pages());
+    let (server, session5, token5) = open_page_on(browser, relay.base_url(), "poll").await;
+    assert!(relay.drop_session(&session5));
+    browser.wait_state("gone").await;
+    let lines = browser.console_lines().await;
+    drop(server);
+    relay.set_default_faults(Faults::new());
+    let events_url = format!("/agent-relay/{session5}/events?token={token5}&direction=inbound");
+    for line in lines.iter().filter(|l| l.contains(token5.as_str())) {
+        assert!(
+            line.contains(&events_url),
+            "the token outside the events URL: {line}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&events_url) && l.contains("502")),
+        "the refused stream, as documented: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains(&format!("/{session5}/poll?direction=inbound")) && l.contains("410")
+        ),
+        "the poll's 410: {lines:#?}"
+    );
+    relay.shutdown().await;
+
+    // 3. A relay that reads only the query (the Fancy Node relay): the page
+    //    finds out (its header is answered 401) and puts the token in the
+    //    query, and keeps working.
+    let relay = RelayServer::builder()
+        .bearer_auth(false)
+        .start()
+        .await
+        .unwrap();
+    let (server, session4, token4) = open_page(browser, relay.base_url(), true).await;
+    let mut peer = Peer::new_at(relay.addr().port(), "", &session4, &token4).await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"q-1","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("q-1").await["result"], json!({}));
+    let lines = browser.console_lines().await;
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("/poll?direction=inbound&wait=0") && l.contains("401")),
+        "the header refused once: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(token4.as_str())),
+        "nothing failed with the token in the query yet: {lines:#?}"
+    );
+    drop(server);
+    relay.shutdown().await;
 }
