@@ -554,7 +554,7 @@ async fn tool_digests(
 async fn share_link(browser: &Browser) -> String {
     let hidden = browser.text("share-link").await;
     assert!(
-        hidden.contains(&format!("token={}&", "\u{2022}".repeat(8))),
+        hidden.contains(&format!("#token={}&", "\u{2022}".repeat(8))),
         "{hidden}"
     );
     browser
@@ -581,19 +581,23 @@ async fn share_link(browser: &Browser) -> String {
     link
 }
 
-/// The parts of a share link of the page at `page_url`: `page_url` then
-/// `#session=..&token=..&relay=..&surface=..`, form-encoded, and nothing
-/// else. Returns (relay, session, token, surface).
-fn parse_share_link(link: &str, page_url: &str) -> (String, String, String, String) {
-    let (page, fragment) = link.split_once('#').expect("a fragment");
-    assert_eq!(page, page_url, "the link is the page's own address");
+/// The parts of a share link: `{relay}/{session}#token=..&surface=..`,
+/// form-encoded, and nothing else. Returns (relay, session, token, surface).
+fn parse_share_link(link: &str) -> (String, String, String, String) {
+    let (base, fragment) = link.split_once('#').expect("a fragment");
+    assert!(!base.contains('?'), "no query: {link}");
+    let (relay, session) = base.rsplit_once('/').expect("a session");
     let pairs: Vec<(String, String)> = url::form_urlencoded::parse(fragment.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
     let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["session", "token", "relay", "surface"], "{link}");
-    let value = |i: usize| pairs[i].1.clone();
-    (value(2), value(0), value(1), value(3))
+    assert_eq!(keys, ["token", "surface"], "{link}");
+    (
+        relay.to_owned(),
+        session.to_owned(),
+        pairs[0].1.clone(),
+        pairs[1].1.clone(),
+    )
 }
 
 // ------------------------------------------------------------------ tests
@@ -863,12 +867,12 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
     browser.wait_cell("D4", "14.40").await;
     browser.save_screenshot(&screenshot_path()).await;
 
-    // The share link: hidden until shown, copyable, in the fragment form
-    // with the relay's base and the surface; and the join line, which
-    // carries no link and no token.
+    // The share link: hidden until shown, copyable, the relay's session
+    // URL with the token and the surface in the fragment; and the join
+    // line, which carries no link and no token.
     let link = share_link(browser).await;
     assert_eq!(
-        parse_share_link(&link, url),
+        parse_share_link(&link),
         (
             relay_url.clone(),
             session.clone(),

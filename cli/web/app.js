@@ -105,19 +105,16 @@ class Page {
     });
   }
 
-  // The share link, in the fragment form agent-integrations' buildShareUrl
-  // makes (`<page>#session=ID&token=T`: a fragment is never sent to a
-  // server), plus what a link read against this page's origin could not
-  // know: the relay's own base URL (another origin here) and the surface
-  // id. `token` is a stand-in for the token while it is hidden.
+  // The share link: the relay's own session URL (its base, prefix
+  // included, then the session id), as the Fancy relay's session URLs are,
+  // with the token in the fragment, as agent-integrations' buildShareUrl
+  // puts it (a fragment is never sent to a server), and the surface id
+  // beside it. The link's host is the relay's: where an agent's requests
+  // will go is what the person sees. `token` stands in for the token while
+  // it is hidden.
   shareLink(token = this.token) {
-    const fragment = new URLSearchParams({
-      session: this.session,
-      token,
-      relay: this.config.relay,
-      surface: this.config.surfaceId,
-    });
-    return `${location.origin}${location.pathname}#${fragment}`;
+    const fragment = new URLSearchParams({ token, surface: this.config.surfaceId });
+    return `${this.config.relay}/${encodeURIComponent(this.session)}#${fragment}`;
   }
 
   renderShareLink(shown) {
