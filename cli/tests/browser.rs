@@ -549,6 +549,9 @@ async fn tool_digests(
     (admitted, withheld)
 }
 
+/// The `join` line the page shows for a relay on plain http.
+const JOIN_LINE: &str = "(read -rs HUMAN_PLUS_INVITATION && export HUMAN_PLUS_INVITATION && human-plus join --name web-sheet --allow-insecure-loopback --allow-unverified-egress)";
+
 /// Reads the share link off the page as a person would: it is hidden
 /// (the token masked) until Show, and Copy says whether it copied.
 async fn share_link(browser: &Browser) -> String {
@@ -882,10 +885,7 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
         "{link}"
     );
     let join = browser.text("join-command").await;
-    assert_eq!(
-        join,
-        "human-plus join --name web-sheet --allow-insecure-loopback --allow-unverified-egress"
-    );
+    assert_eq!(join, JOIN_LINE);
     // The invitation the page copies as JSON is the same invitation (the
     // old nine-flag line is gone; `tools` with these parts still works).
     let secret = token.clone();
@@ -1371,4 +1371,226 @@ async fn console_story(browser: &Browser) {
     );
     drop(server);
     relay.shutdown().await;
+}
+
+// ----------------------------------- a new user, from the link (issue 20)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_joins_from_the_pages_share_link() {
+    with_browser(|browser| async move {
+        join_story(&browser, false).await;
+        join_story(&browser, true).await;
+    })
+    .await;
+}
+
+/// What a new user does, over real sockets: `human-plus relay --prefix
+/// agent-relay`, the page in the browser, its share link read off the page
+/// and piped into the `join` line the page shows (with `--yes --pin`: no
+/// terminal here), then the bridge from the written profile, driven by
+/// rmcp's client, through the two-writer story with the person typing in
+/// the page. With `node_shape`, the link is the Fancy Node relay's session
+/// URL (`/<relayPath>/<ID>?token=`) made from the same parts.
+async fn join_story(browser: &Browser, node_shape: bool) {
+    let mut relay = Proc::spawn(&["relay", "--port", "0", "--prefix", "agent-relay"]);
+    let line = relay.expect("Human+ relay listening at").await;
+    let base = line.rsplit(' ').next().unwrap().to_owned();
+    assert!(base.ends_with("/agent-relay"), "{line}");
+    let mut server = Proc::spawn(&["surface", "--web", "--relay", &base, "--port", "0"]);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+    browser.client.goto(&url).await.unwrap();
+    browser.wait_state("sse").await;
+
+    // The link, as a person copies it off the page.
+    let link = share_link(browser).await;
+    let (link_relay, session, token, _) = parse_share_link(&link);
+    assert_eq!(link_relay, base);
+    let link = if node_shape {
+        format!("{base}/{session}?token={token}")
+    } else {
+        link
+    };
+    let join_line = browser.text("join-command").await;
+    assert_eq!(join_line, JOIN_LINE);
+
+    // The join line as shown, in a shell, the link on its input; without a
+    // terminal join asks nothing, so `--yes --pin` say what a person would.
+    let config = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("join-config-{}", common::random_hex(6)));
+    let line = join_line.replacen(
+        "human-plus join",
+        &format!("{} join --yes --pin", common::BIN),
+        1,
+    );
+    let input = format!("{link}\n");
+    let config_dir = config.display().to_string();
+    let join = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("bash")
+            .args(["-c", &line])
+            .env("HUMAN_PLUS_CONFIG_DIR", &config_dir)
+            .env_remove("HUMAN_PLUS_TOKEN")
+            .env_remove("HUMAN_PLUS_INVITATION")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bash runs the join line");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&join.stdout).into_owned(),
+        String::from_utf8_lossy(&join.stderr).into_owned(),
+    );
+    assert!(join.status.success(), "join: {out}\n{err}");
+    for text in [&out, &err] {
+        assert!(!text.contains(&token), "the token in join's output: {text}");
+    }
+    assert!(
+        out.contains("Invitation (relay-session link)")
+            && out.contains(&format!("relay:   {base}"))
+            && out.contains(&format!("session: {session}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("claude mcp add web-sheet")
+            && out.contains("human-plus mcp --profile web-sheet"),
+        "{out}"
+    );
+    // The token is in its own file, readable by the user only, and in no
+    // other file of the profile.
+    let profile = config.join("profiles").join("web-sheet");
+    let mut token_files = Vec::new();
+    for entry in std::fs::read_dir(&profile)
+        .unwrap_or_else(|e| panic!("the profile at {}: {e}", profile.display()))
+    {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains(&token) {
+            token_files.push(path);
+        }
+    }
+    assert_eq!(token_files.len(), 1, "{token_files:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&token_files[0])
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", token_files[0].display());
+    }
+
+    // The bridge from the profile, as the MCP client line starts it.
+    let mut cmd = tokio::process::Command::new(common::BIN);
+    cmd.args(["mcp", "--profile", "web-sheet"])
+        .env("HUMAN_PLUS_CONFIG_DIR", &config)
+        .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("HUMAN_PLUS_INVITATION");
+    let (child, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = stderr.unwrap();
+    let client = tokio::time::timeout(WAIT, rmcp::ServiceExt::serve((), child))
+        .await
+        .expect("the bridge answered initialize in time")
+        .expect("an MCP session with the bridge");
+    let tools = tokio::time::timeout(WAIT, client.list_all_tools())
+        .await
+        .unwrap()
+        .unwrap();
+    let listed: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for name in ["sheet_get_cell", "sheet_set_cell", "changes_since"] {
+        assert!(listed.contains(&name), "{listed:?}");
+    }
+    assert!(!listed.contains(&"sheet_confirm_edit"), "{listed:?}");
+
+    // A read; the person's typed edit; the stale write refused; the
+    // re-read and the write.
+    let read = mcp_call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
+    assert_eq!(read.is_error, Some(false), "{}", mcp_text(&read));
+    assert!(mcp_text(&read).contains("\n7\n"), "{}", mcp_text(&read));
+    browser.type_into("B4", "12").await;
+    browser.wait_log("You updated B4 = 12 (r2).").await;
+    let stale = mcp_call(
+        &client,
+        "sheet_set_cell",
+        json!({"address": "B4", "value": "8"}),
+    )
+    .await;
+    assert_eq!(stale.is_error, Some(true), "{}", mcp_text(&stale));
+    assert!(
+        mcp_text(&stale).contains("was NOT applied"),
+        "{}",
+        mcp_text(&stale)
+    );
+    assert_eq!(
+        stale.meta.as_ref().and_then(|m| m.0.get("code").cloned()),
+        Some(json!("surface_changed_under_you"))
+    );
+    browser
+        .wait_log(
+            "Refused sheet_set_cell B4 = 8 pinned to r1: the sheet is at r2. Nothing was applied.",
+        )
+        .await;
+    assert_eq!(browser.cell("B4").await, "12");
+    let reread = mcp_call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
+    assert!(
+        mcp_text(&reread).contains("\n12\n"),
+        "{}",
+        mcp_text(&reread)
+    );
+    let write = mcp_call(
+        &client,
+        "sheet_set_cell",
+        json!({"address": "D4", "value": "14.40"}),
+    )
+    .await;
+    assert_eq!(write.is_error, Some(false), "{}", mcp_text(&write));
+    browser.wait_cell("D4", "14.40").await;
+    assert_eq!(browser.cell("B4").await, "12");
+
+    client.cancel().await.unwrap();
+    let mut logged = String::new();
+    let _ = tokio::time::timeout(WAIT, stderr.read_to_string(&mut logged)).await;
+    assert!(!logged.contains(&token), "the token in the bridge's stderr");
+    drop(server);
+    drop(relay);
+    let _ = std::fs::remove_dir_all(&config);
+}
+
+async fn mcp_call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> rmcp::model::CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    tokio::time::timeout(
+        WAIT,
+        client.call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args),
+        ),
+    )
+    .await
+    .expect("the bridge answered in time")
+    .expect("a CallToolResult")
+}
+
+fn mcp_text(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -121,13 +121,16 @@ class Page {
     $("share-link").textContent = shown ? this.shareLink() : this.shareLink("TOKEN-HIDDEN").replace("TOKEN-HIDDEN", "\u2022".repeat(8));
   }
 
-  // The one command that turns the link into a profile and a bridge; the
-  // link goes to its input, never on its command line. A relay on plain
-  // http (this machine's, for dogfooding) needs the two loopback flags.
+  // The one line that turns the link into a profile and a bridge. The link
+  // is never on a command line: `read -rs` takes it from the terminal
+  // without showing it, into HUMAN_PLUS_INVITATION, which join reads; the
+  // subshell forgets it afterwards, and join's questions still come to the
+  // terminal. A relay on plain http (this machine's, for dogfooding) needs
+  // the two loopback flags.
   joinCommand() {
     const relay = new URL(this.config.relay);
     const loopback = relay.protocol === "http:" ? " --allow-insecure-loopback --allow-unverified-egress" : "";
-    return `human-plus join --name web-sheet${loopback}`;
+    return `(read -rs HUMAN_PLUS_INVITATION && export HUMAN_PLUS_INVITATION && human-plus join --name web-sheet${loopback})`;
   }
 
   async copy(text, what) {
