@@ -884,6 +884,13 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
         ),
         "{link}"
     );
+    // What the page says of the agents' legs is what is true now.
+    let peers = browser.text("peers").await;
+    assert!(
+        peers.starts_with("Agent receive legs open on the relay now: ")
+            && peers.contains("keeps one open while it is attached"),
+        "{peers}"
+    );
     let join = browser.text("join-command").await;
     assert_eq!(join, JOIN_LINE);
     // The invitation the page copies as JSON is the same invitation (the
