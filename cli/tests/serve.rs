@@ -263,6 +263,33 @@ fn relay_with_a_prefix() {
     );
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains('7'), "{}", run.stdout);
+    // The agent's `--auth bearer` (the token only in a header) is read too.
+    let run = common::run(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"B4"}"#,
+            "--relay",
+            &base,
+            "--session",
+            &session,
+            "--surface",
+            "sheet:prefixed",
+            "--allow",
+            "sheet_get_cell",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            port,
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+            "--auth",
+            "bearer",
+        ],
+        Some(&token),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains('7'), "{}", run.stdout);
     // Without the prefix, the agent finds no relay there (the router's 404).
     let run = common::run(
         &[
