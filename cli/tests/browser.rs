@@ -1377,6 +1377,37 @@ async fn console_story(browser: &Browser) {
         "nothing failed with the token in the query yet: {lines:#?}"
     );
     drop(server);
+    // On the event stream the first fetch is the page's first answer: its
+    // outbox POST with the header is refused (401, nothing forwarded), sent
+    // again with the token in the query, and arrives once.
+    let (server, session6, token6) = open_page(browser, relay.base_url(), false).await;
+    let mut peer = Peer::new_at(relay.addr().port(), "", &session6, &token6).await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"q-2","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("q-2").await["result"], json!({}));
+    peer.post(r#"{"jsonrpc":"2.0","id":"q-3","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("q-3").await["result"], json!({}));
+    assert_eq!(
+        peer.got.iter().filter(|v| v["id"] == "q-2").count(),
+        1,
+        "{:?}",
+        peer.got
+    );
+    let lines = browser.console_lines().await;
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!("/{session6}/outbox")) && l.contains("401"))
+            .count(),
+        1,
+        "the header refused once, on the first answer: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(token6.as_str())),
+        "{lines:#?}"
+    );
+    drop(server);
     relay.shutdown().await;
 }
 
