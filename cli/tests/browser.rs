@@ -1457,7 +1457,7 @@ async fn join_story(browser: &Browser, node_shape: bool) {
         .join(format!("join-config-{}", common::random_hex(6)));
     let line = join_line.replacen(
         "human-plus join",
-        &format!("{} join --yes --pin", common::BIN),
+        &format!("'{}' join --yes --pin", common::BIN.replace('\'', "'\\''")),
         1,
     );
     let input = format!("{link}\n");
