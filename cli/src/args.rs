@@ -15,7 +15,7 @@ use crate::exit::EXIT_CODES_HELP;
     name = "human-plus",
     version,
     about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.",
-    long_about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.\n\nStart with `human-plus demo`: it runs a relay and a demo sheet in-process and tells the whole story in a few screens. The relay token is read only from the HUMAN_PLUS_TOKEN environment variable or from --token-file, never from a flag value, and is never printed; so are an egress proxy's credentials (HUMAN_PLUS_PROXY_AUTH or --proxy-auth-file).",
+    long_about = "Human+: an AI agent joins a live application surface a person has open, through a relay, across a trust boundary.\n\nStart with `human-plus demo`: it runs a relay and a demo sheet in-process and tells the whole story in a few screens. To connect your MCP client to a page somebody shared, pipe the link into `human-plus join`. The relay token (and a link, which holds it) is read only from the environment (HUMAN_PLUS_TOKEN, HUMAN_PLUS_INVITATION), a file (--token-file, --invitation-file, a --profile's token file) or join's standard input, never from a flag value, and is never printed; so are an egress proxy's credentials (HUMAN_PLUS_PROXY_AUTH or --proxy-auth-file).",
     after_help = EXIT_CODES_HELP,
 )]
 pub struct Cli {
@@ -53,10 +53,35 @@ pub enum Command {
     /// Report what a surface really does: tools and digests, what is
     /// withheld and why, observed conflict detection and change feed.
     Probe(ProbeArgs),
+    /// From the link a person shared to a saved profile: show the relay,
+    /// session and egress it needs, discover the tools through local
+    /// trust, pin the reviewed definitions, and print the line that adds
+    /// the bridge to an MCP client. The link comes from standard input,
+    /// HUMAN_PLUS_INVITATION or --invitation-file, never a flag value.
+    Join(JoinArgs),
     /// Serve the surface's admitted tools to an MCP client over stdio
     /// (newline-delimited JSON-RPC; MCP 2024-11-05 to 2026-07-28; logs on
     /// stderr, every event at HUMAN_PLUS_LOG=trace|debug|info|warn|error).
     Mcp(McpArgs),
+}
+
+impl Command {
+    /// Whether the command talks to a relay (and so installs the
+    /// `HUMAN_PLUS_LOG` subscriber): `tools`, `call`, `changes`,
+    /// `announce`, `probe`, `join` and `mcp`.
+    #[must_use]
+    pub fn logs(&self) -> bool {
+        matches!(
+            self,
+            Command::Tools(_)
+                | Command::Call(_)
+                | Command::Changes(_)
+                | Command::Announce(_)
+                | Command::Probe(_)
+                | Command::Join(_)
+                | Command::Mcp(_)
+        )
+    }
 }
 
 pub use human_plus_any::RuntimeKind;
@@ -127,6 +152,11 @@ pub struct RelayArgs {
     /// The port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
+    /// Serve every route under this path, as the Fancy Node relay's
+    /// `--prefix` does (e.g. `agent-relay`, the relay path links use by
+    /// default): `/agent-relay/register`, `/agent-relay/ID/poll`, ...
+    #[arg(long, value_name = "PATH", default_value = "")]
+    pub prefix: String,
     /// Serve HTTPS with this PEM certificate chain (leaf first).
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -202,54 +232,39 @@ pub struct DigestArgs {
     pub json: bool,
 }
 
-/// The options every relay-facing command shares: the invitation, trust,
-/// egress, transport and participant.
+/// Where a link a person shared comes from, besides the environment
+/// (`HUMAN_PLUS_INVITATION`) and, for `join`, standard input. Never a flag
+/// value: a flag value shows in the process list.
 #[derive(Debug, Clone, Args)]
-pub struct ConnectArgs {
-    /// The relay's base URL (https://..., or http://127.0.0.1:PORT with
-    /// --allow-insecure-loopback).
-    #[arg(long, value_name = "URL", help_heading = "Invitation")]
-    pub relay: String,
-    /// The session id of the invitation.
-    #[arg(long, value_name = "ID", help_heading = "Invitation")]
-    pub session: String,
-    /// The surface id of the invitation.
-    #[arg(long, value_name = "ID", help_heading = "Invitation")]
-    pub surface: String,
-    /// The application name of the invitation.
+pub struct LinkSourceArgs {
+    /// Read the link a person shared (or the web page's JSON invitation)
+    /// from this file. Without it the link comes from the
+    /// HUMAN_PLUS_INVITATION environment variable (or, for `join`, from
+    /// standard input); it is never a flag value.
+    #[arg(long, value_name = "PATH", help_heading = "Invitation")]
+    pub invitation_file: Option<PathBuf>,
+    /// The relay path of a share link (`page#session=..&token=..`): the
+    /// relay is the page's origin + `/PATH` (`""` for the origin itself).
+    /// A relay session URL names its own.
     #[arg(
         long,
-        value_name = "NAME",
-        default_value = "human-plus",
+        value_name = "PATH",
+        default_value = human_plus_core::DEFAULT_RELAY_PATH,
         help_heading = "Invitation"
     )]
-    pub application: String,
-    /// Read the relay token from this file. Without it the token comes from
-    /// the HUMAN_PLUS_TOKEN environment variable; it is never a flag value.
-    #[arg(long, value_name = "PATH", help_heading = "Invitation")]
-    pub token_file: Option<PathBuf>,
+    pub relay_path: String,
+    /// Refused: a link is never a flag value (it would show in the process
+    /// list). Use HUMAN_PLUS_INVITATION or --invitation-file.
+    #[arg(long = "invitation", value_name = "LINK", hide = true)]
+    pub invitation_flag: Option<String>,
+    /// Refused, as --invitation.
+    #[arg(long = "link", value_name = "LINK", hide = true)]
+    pub link_flag: Option<String>,
+}
 
-    /// Trust exactly these tools (comma-separated or repeated).
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_delimiter = ',',
-        conflicts_with = "every_tool",
-        help_heading = "Trust"
-    )]
-    pub allow: Vec<String>,
-    /// Trust every well-formed tool that is not a reserved confirmation
-    /// tool. Prefer --allow.
-    #[arg(long, help_heading = "Trust")]
-    pub every_tool: bool,
-    /// Pin a tool's definition to its digest (repeatable).
-    #[arg(long = "pin", value_name = "NAME=sha256:...", help_heading = "Trust")]
-    pub pin: Vec<String>,
-    /// Read pins from a JSON file: `{"name": "sha256:..."}` (what `digest
-    /// --json` prints) or the `tools --json` output.
-    #[arg(long = "pins", value_name = "FILE", help_heading = "Trust")]
-    pub pins_file: Option<PathBuf>,
-
+/// Egress: which relay hosts and ports may be reached, and how.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EgressArgs {
     /// Declare a relay host (repeatable). Egress is never implied by the
     /// relay URL.
     #[arg(long, value_name = "HOST", help_heading = "Egress")]
@@ -283,10 +298,14 @@ pub struct ConnectArgs {
     /// the relay's TLS.
     #[arg(long, value_name = "PEM", help_heading = "Egress")]
     pub ca_cert: Option<PathBuf>,
-    /// Where the token goes.
-    #[arg(long, value_enum, default_value_t, help_heading = "Egress")]
-    pub auth: AuthMode,
+    /// Where the token goes (default: query).
+    #[arg(long, value_enum, help_heading = "Egress")]
+    pub auth: Option<AuthMode>,
+}
 
+/// How the traffic is carried.
+#[derive(Debug, Clone, Args)]
+pub struct TransportArgs {
     /// How replies come back from the relay.
     #[arg(long, value_enum, default_value_t, help_heading = "Transport")]
     pub transport: Transport,
@@ -301,6 +320,67 @@ pub struct ConnectArgs {
         help_heading = "Transport"
     )]
     pub timeout: f64,
+}
+
+/// The options every relay-facing command shares: the invitation (flags,
+/// a link, or a profile `join` wrote), trust, egress, transport and
+/// participant.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// Use the profile `human-plus join` wrote under this name: its
+    /// invitation, token file, trust, pins and egress. Flags given as well
+    /// override it (but not its relay and session).
+    #[arg(long, value_name = "NAME", help_heading = "Invitation")]
+    pub profile: Option<String>,
+    /// Where a link comes from.
+    #[command(flatten)]
+    pub link: LinkSourceArgs,
+    /// The relay's base URL (https://..., or http://127.0.0.1:PORT with
+    /// --allow-insecure-loopback).
+    #[arg(long, value_name = "URL", help_heading = "Invitation")]
+    pub relay: Option<String>,
+    /// The session id of the invitation.
+    #[arg(long, value_name = "ID", help_heading = "Invitation")]
+    pub session: Option<String>,
+    /// The surface id of the invitation.
+    #[arg(long, value_name = "ID", help_heading = "Invitation")]
+    pub surface: Option<String>,
+    /// The application name of the invitation (default human-plus).
+    #[arg(long, value_name = "NAME", help_heading = "Invitation")]
+    pub application: Option<String>,
+    /// Read the relay token from this file. Without it the token comes from
+    /// the link or profile, else the HUMAN_PLUS_TOKEN environment variable;
+    /// it is never a flag value.
+    #[arg(long, value_name = "PATH", help_heading = "Invitation")]
+    pub token_file: Option<PathBuf>,
+
+    /// Trust exactly these tools (comma-separated or repeated).
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_delimiter = ',',
+        conflicts_with = "every_tool",
+        help_heading = "Trust"
+    )]
+    pub allow: Vec<String>,
+    /// Trust every well-formed tool that is not a reserved confirmation
+    /// tool. Prefer --allow.
+    #[arg(long, help_heading = "Trust")]
+    pub every_tool: bool,
+    /// Pin a tool's definition to its digest (repeatable).
+    #[arg(long = "pin", value_name = "NAME=sha256:...", help_heading = "Trust")]
+    pub pin: Vec<String>,
+    /// Read pins from a JSON file: `{"name": "sha256:..."}` (what `digest
+    /// --json` prints) or the `tools --json` output.
+    #[arg(long = "pins", value_name = "FILE", help_heading = "Trust")]
+    pub pins_file: Option<PathBuf>,
+
+    /// Egress.
+    #[command(flatten)]
+    pub egress: EgressArgs,
+    /// Transport.
+    #[command(flatten)]
+    pub transport: TransportArgs,
 
     /// The participant id the surface sees.
     #[arg(
@@ -327,6 +407,58 @@ pub struct ConnectArgs {
         help_heading = "Participant"
     )]
     pub participant_color: String,
+}
+
+/// `join` options.
+#[derive(Debug, Clone, Args)]
+pub struct JoinArgs {
+    /// Where the link comes from (else standard input).
+    #[command(flatten)]
+    pub link: LinkSourceArgs,
+    /// The profile's name (also the MCP server's name; [A-Za-z0-9_-]{1,64};
+    /// default: the session id).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Accept what join shows (the relay's host and port, the tools to
+    /// trust) without asking: what a run without a terminal needs.
+    #[arg(long)]
+    pub yes: bool,
+    /// Pin the definitions join discovered (without a terminal; with one,
+    /// join asks).
+    #[arg(long)]
+    pub pin: bool,
+    /// Trust exactly these tools (default: every tool local trust admits,
+    /// reserved confirmation tools never).
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_delimiter = ',',
+        help_heading = "Trust"
+    )]
+    pub allow: Vec<String>,
+    /// The surface id to use (default: the link's, else HOST/SESSION).
+    #[arg(long, value_name = "ID", help_heading = "Invitation")]
+    pub surface: Option<String>,
+    /// The application name (default: the link's, else human-plus).
+    #[arg(long, value_name = "NAME", help_heading = "Invitation")]
+    pub application: Option<String>,
+    /// Merge the entry into this MCP client's configuration file (other
+    /// entries kept, a backup written, the write atomic, no token in it).
+    #[arg(long, value_name = "CLIENT", value_parser = ["claude-code", "claude-desktop", "cursor", "vscode"])]
+    pub write_config: Option<String>,
+    /// With --write-config: the configuration file (default: the client's
+    /// usual one; claude-code: ./.mcp.json).
+    #[arg(long, value_name = "PATH", requires = "write_config")]
+    pub config_path: Option<PathBuf>,
+    /// Egress.
+    #[command(flatten)]
+    pub egress: EgressArgs,
+    /// Transport.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Refused: a link is never a command-line argument.
+    #[arg(value_name = "LINK", hide = true)]
+    pub link_argument: Option<String>,
 }
 
 /// `tools` options.

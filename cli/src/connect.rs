@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use human_plus_core::{
-    EgressPolicy, ManagerConfig, Participant, ProxyCredentials, ReceiveLeg, RelayAuth, Secrets,
-    SurfaceAttachment, SurfaceInvitation, TransportConfig, TrustPolicy,
+    EgressPolicy, InvitationLink, LinkOptions, ManagerConfig, Participant, ProxyCredentials,
+    ReceiveLeg, RelayAuth, Secrets, SurfaceAttachment, SurfaceInvitation, TransportConfig,
+    TrustPolicy,
 };
 use human_plus_runtime::TlsRoots;
 use rustls_pki_types::CertificateDer;
@@ -17,7 +18,7 @@ use rustls_pki_types::pem::PemObject;
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentSetup, build_agent};
-use crate::args::{AuthMode, ConnectArgs, Transport};
+use crate::args::{AuthMode, ConnectArgs, EgressArgs, LinkSourceArgs, Transport, TransportArgs};
 use crate::exit::{Context, Failure};
 
 /// The environment variable the relay token is read from.
@@ -235,6 +236,19 @@ pub fn trust_policy(
     args: &ConnectArgs,
     fallback: Option<TrustPolicy>,
 ) -> Result<TrustPolicy, Failure> {
+    Ok(trust_from(
+        &args.allow,
+        args.every_tool,
+        flag_pins(args)?,
+        fallback,
+    ))
+}
+
+/// The pins of `--pins` and `--pin` (a `--pin` wins over the file's).
+///
+/// # Errors
+/// A usage failure for a malformed pin or pins file.
+pub fn flag_pins(args: &ConnectArgs) -> Result<BTreeMap<String, String>, Failure> {
     let mut pins = match &args.pins_file {
         Some(path) => read_pins(path)?,
         None => BTreeMap::new(),
@@ -243,13 +257,24 @@ pub fn trust_policy(
         let (name, digest) = parse_pin(raw)?;
         pins.insert(name, digest);
     }
-    let allow: Vec<String> = args
-        .allow
+    Ok(pins)
+}
+
+/// The trust policy of an allowlist (or every tool), pins, and a fallback
+/// for when neither is declared.
+#[must_use]
+pub fn trust_from(
+    allow: &[String],
+    every_tool: bool,
+    pins: BTreeMap<String, String>,
+    fallback: Option<TrustPolicy>,
+) -> TrustPolicy {
+    let allow: Vec<String> = allow
         .iter()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
         .collect();
-    let policy = if args.every_tool {
+    if every_tool {
         TrustPolicy::every_tool(pins)
     } else if !allow.is_empty() {
         TrustPolicy::allowing(allow, pins)
@@ -261,8 +286,7 @@ pub fn trust_policy(
             .fold(TrustPolicy::undeclared(), |p, (name, digest)| {
                 p.with_pin(name, digest)
             })
-    };
-    Ok(policy)
+    }
 }
 
 /// The egress policy the options declare. Nothing is implied by the relay
@@ -274,10 +298,10 @@ pub fn trust_policy(
 /// # Errors
 /// A usage failure when `--egress-proxy` holds credentials, when
 /// credentials are given without a proxy, or as [`read_proxy_credentials`].
-pub fn egress_policy(args: &ConnectArgs) -> Result<EgressPolicy, Failure> {
+pub fn egress_policy(args: &EgressArgs) -> Result<EgressPolicy, Failure> {
     let mut policy = EgressPolicy::new(&args.allow_host)
         .allow_unverified_egress(args.allow_unverified_egress)
-        .auth(match args.auth {
+        .auth(match args.auth.unwrap_or_default() {
             AuthMode::Query => RelayAuth::Query,
             AuthMode::Bearer => RelayAuth::Bearer,
         });
@@ -395,55 +419,70 @@ fn connect_inner(
     warm: bool,
     withhold_changed_pins: bool,
 ) -> Result<Connection, Failure> {
-    let context = Context {
-        relay_url: Some(args.relay.clone()),
-    };
-    let fail = |e: &human_plus_core::Error| Failure::from_error(e, &context);
-    let trust = trust_policy(args, fallback_trust)?.withhold_changed_pins(withhold_changed_pins);
-    let transport = TransportConfig::default()
-        .receive_leg(receive_leg(args.transport))
-        .timeout(timeout(args.timeout)?)
-        .warm(warm);
-    let config = ManagerConfig::new(egress_policy(args)?, trust).transport(transport);
-    let mut setup = AgentSetup::new(config);
-    setup.connect_timeout = setup.config.transport.timeout.min(Duration::from_secs(10));
-    if let Some(ca) = &args.ca_cert {
-        setup.roots = read_ca(ca)?
-            .into_iter()
-            .fold(TlsRoots::webpki(), TlsRoots::with_root);
-    }
-    let token = read_token(args.token_file.as_deref())?;
-    let invitation = if args.allow_insecure_loopback {
-        SurfaceInvitation::new_insecure_loopback(
-            &args.relay,
-            &args.session,
-            token,
-            &args.surface,
-            &args.application,
-        )
-    } else {
-        SurfaceInvitation::new(
-            &args.relay,
-            &args.session,
-            token,
-            &args.surface,
-            &args.application,
-        )
-    }
-    .map_err(|e| fail(&e))?;
-    let agent: Arc<dyn Agent> = Arc::from(build_agent(args.runtime, setup).map_err(|e| fail(&e))?);
+    let resolved = resolve(args, fallback_trust)?;
     let participant = Participant::new(
         &args.participant_id,
         &args.participant_name,
         &args.participant_color,
     );
+    connect_resolved(
+        resolved,
+        &args.transport,
+        participant,
+        warm,
+        withhold_changed_pins,
+    )
+}
+
+/// Everything a connection needs, once flags, a link and a profile have
+/// been read: the invitation (token included), trust and egress.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The invitation.
+    pub invitation: SurfaceInvitation,
+    /// The trust policy.
+    pub trust: TrustPolicy,
+    /// The egress options (flags over the profile's).
+    pub egress: EgressArgs,
+}
+
+/// Connects with what [`resolve`] (or `join`) found.
+///
+/// # Errors
+/// A failure for bad options or an egress refusal.
+pub fn connect_resolved(
+    resolved: Resolved,
+    transport_args: &TransportArgs,
+    participant: Participant,
+    warm: bool,
+    withhold_changed_pins: bool,
+) -> Result<Connection, Failure> {
+    let context = Context {
+        relay_url: Some(resolved.invitation.relay_url().to_owned()),
+    };
+    let fail = |e: &human_plus_core::Error| Failure::from_error(e, &context);
+    let trust = resolved.trust.withhold_changed_pins(withhold_changed_pins);
+    let transport = TransportConfig::default()
+        .receive_leg(receive_leg(transport_args.transport))
+        .timeout(timeout(transport_args.timeout)?)
+        .warm(warm);
+    let config = ManagerConfig::new(egress_policy(&resolved.egress)?, trust).transport(transport);
+    let mut setup = AgentSetup::new(config);
+    setup.connect_timeout = setup.config.transport.timeout.min(Duration::from_secs(10));
+    if let Some(ca) = &resolved.egress.ca_cert {
+        setup.roots = read_ca(ca)?
+            .into_iter()
+            .fold(TlsRoots::webpki(), TlsRoots::with_root);
+    }
+    let agent: Arc<dyn Agent> =
+        Arc::from(build_agent(transport_args.runtime, setup).map_err(|e| fail(&e))?);
     let secrets = Secrets::of(
-        &invitation,
-        read_proxy_credentials(args.proxy_auth_file.as_deref())?.as_ref(),
+        &resolved.invitation,
+        read_proxy_credentials(resolved.egress.proxy_auth_file.as_deref())?.as_ref(),
     );
     crate::logs::hide(&secrets);
     let attachment = agent
-        .attach(OWNER, invitation, participant)
+        .attach(OWNER, resolved.invitation, participant)
         .map_err(|e| fail(&e))?;
     Ok(Connection {
         agent,
@@ -452,6 +491,239 @@ fn connect_inner(
         context,
         secrets,
     })
+}
+
+/// The environment variable a link a person shared is read from.
+pub const INVITATION_ENV: &str = "HUMAN_PLUS_INVITATION";
+
+/// Refuses a link given as a flag value or an argument: it would show in
+/// the process list. The message never repeats it.
+///
+/// # Errors
+/// A usage failure (exit 2) when one was given.
+pub fn refuse_link_flags(link: &LinkSourceArgs, argument: Option<&str>) -> Result<(), Failure> {
+    let flag = if link.invitation_flag.is_some() {
+        Some("--invitation")
+    } else if link.link_flag.is_some() {
+        Some("--link")
+    } else if argument.is_some() {
+        Some("an argument")
+    } else {
+        None
+    };
+    match flag {
+        Some(how) => Err(Failure::usage(format!(
+            "a link is never accepted as {how}: a command line shows in the process list"
+        ))
+        .with_hint(format!(
+            "put the link in {INVITATION_ENV}, in a file named by --invitation-file PATH, or (join) on standard input"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Reads a link's text from `--invitation-file`, else `HUMAN_PLUS_INVITATION`
+/// when `use_env`, else `None`.
+///
+/// # Errors
+/// A usage failure when the file cannot be read or is too long.
+pub fn read_link_text(link: &LinkSourceArgs, use_env: bool) -> Result<Option<String>, Failure> {
+    if let Some(path) = &link.invitation_file {
+        let text = read_bounded(std::fs::File::open(path).map_err(|e| {
+            Failure::usage(format!(
+                "cannot read --invitation-file {}: {e}",
+                path.display()
+            ))
+        })?)
+        .map_err(|e| {
+            Failure::usage(format!(
+                "cannot read --invitation-file {}: {e}",
+                path.display()
+            ))
+        })?;
+        return Ok(Some(text));
+    }
+    if !use_env {
+        return Ok(None);
+    }
+    match std::env::var(INVITATION_ENV) {
+        Ok(text) if text.trim().is_empty() => Ok(None),
+        Ok(text) => Ok(Some(text)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(Failure::usage(format!("{INVITATION_ENV} is not UTF-8")))
+        }
+    }
+}
+
+/// Reads at most a little over [`human_plus_core::MAX_LINK_BYTES`] (the
+/// parser refuses anything longer), as UTF-8.
+///
+/// # Errors
+/// The I/O error, or invalid UTF-8.
+pub fn read_bounded(reader: impl std::io::Read) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    reader
+        .take(u64::try_from(human_plus_core::MAX_LINK_BYTES * 2).unwrap_or(u64::MAX))
+        .read_to_end(&mut buf)?;
+    String::from_utf8(buf)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
+/// Parses a link with the options' relay path and loopback allowance.
+///
+/// # Errors
+/// A usage failure (exit 2) naming the rule the link broke, never quoting it.
+pub fn parse_link(
+    text: &str,
+    link: &LinkSourceArgs,
+    allow_insecure_loopback: bool,
+) -> Result<InvitationLink, Failure> {
+    let options = LinkOptions::default()
+        .relay_path(&link.relay_path)
+        .map_err(|e| Failure::from_error(&e, &Context::default()))?
+        .allow_insecure_loopback(allow_insecure_loopback);
+    InvitationLink::parse(text, &options).map_err(|e| Failure::from_error(&e, &Context::default()))
+}
+
+/// Reads flags, a link (`--invitation-file` or `HUMAN_PLUS_INVITATION`) and
+/// a profile (`--profile`) into one invitation, trust and egress. Flags
+/// override a profile's trust, pins and egress; the relay and session come
+/// from exactly one place (flags, a link or a profile), so a token is never
+/// sent to a relay it was not issued for.
+///
+/// # Errors
+/// A usage failure for conflicting or missing sources, an unreadable or
+/// hostile link, a profile whose token file others can read, or bad options.
+pub fn resolve(
+    args: &ConnectArgs,
+    fallback_trust: Option<TrustPolicy>,
+) -> Result<Resolved, Failure> {
+    refuse_link_flags(&args.link, None)?;
+    if args.profile.is_some() && args.link.invitation_file.is_some() {
+        return Err(
+            Failure::usage("--profile and --invitation-file both name an invitation")
+                .with_hint("give one of them"),
+        );
+    }
+    let named_by_flags = args.relay.is_some() || args.session.is_some();
+    let profile = match &args.profile {
+        Some(name) => Some(crate::profile::load(name)?),
+        None => None,
+    };
+    // The environment's link is used only when nothing on the command
+    // line names an invitation.
+    let link_text = read_link_text(&args.link, profile.is_none() && !named_by_flags)?;
+    if named_by_flags && (profile.is_some() || link_text.is_some()) {
+        return Err(Failure::usage(
+            "--relay and --session cannot be combined with a link or a profile: the token would go to a relay it was not issued for",
+        )
+        .with_hint("drop --relay/--session, or the link/--profile"));
+    }
+    let egress = match &profile {
+        Some(p) => p.profile.egress.under(&args.egress)?,
+        None => args.egress.clone(),
+    };
+    let flag_pins = flag_pins(args)?;
+    let trust = match &profile {
+        Some(p) if args.allow.is_empty() && !args.every_tool => trust_from(
+            &p.profile.allow,
+            false,
+            if args.pin.is_empty() && args.pins_file.is_none() {
+                p.pins.clone().unwrap_or_default()
+            } else {
+                flag_pins
+            },
+            fallback_trust,
+        ),
+        Some(p) => trust_from(
+            &args.allow,
+            args.every_tool,
+            if args.pin.is_empty() && args.pins_file.is_none() {
+                p.pins.clone().unwrap_or_default()
+            } else {
+                flag_pins
+            },
+            fallback_trust,
+        ),
+        None => trust_from(&args.allow, args.every_tool, flag_pins, fallback_trust),
+    };
+    let invalid = |e: human_plus_core::Error, relay: &str| {
+        Failure::from_error(
+            &e,
+            &Context {
+                relay_url: Some(relay.to_owned()),
+            },
+        )
+    };
+    let invitation = if let Some(text) = link_text {
+        if args.token_file.is_some() {
+            return Err(Failure::usage(
+                "--token-file cannot be combined with a link: the link carries its token",
+            ));
+        }
+        let link = parse_link(&text, &args.link, egress.allow_insecure_loopback)?;
+        let relay = link.relay_url().to_owned();
+        link.into_invitation(args.surface.as_deref(), args.application.as_deref())
+            .map_err(|e| invalid(e, &relay))?
+    } else if let Some(p) = &profile {
+        let token = match &args.token_file {
+            Some(path) => read_token(Some(path))?,
+            None => crate::profile::read_token(&p.token_path())?,
+        };
+        let pr = &p.profile;
+        build_invitation(
+            &pr.relay,
+            &pr.session,
+            token,
+            args.surface.as_deref().unwrap_or(&pr.surface),
+            args.application.as_deref().unwrap_or(&pr.application),
+            egress.allow_insecure_loopback,
+        )
+        .map_err(|e| invalid(e, &pr.relay))?
+    } else {
+        let (Some(relay), Some(session), Some(surface)) =
+            (&args.relay, &args.session, &args.surface)
+        else {
+            return Err(Failure::usage("no invitation").with_hint(format!(
+                "pass --profile NAME (see `human-plus join`), a link in {INVITATION_ENV} or --invitation-file PATH, or --relay URL --session ID --surface ID"
+            )));
+        };
+        let token = read_token(args.token_file.as_deref())?;
+        build_invitation(
+            relay,
+            session,
+            token,
+            surface,
+            args.application.as_deref().unwrap_or(DEFAULT_APPLICATION),
+            egress.allow_insecure_loopback,
+        )
+        .map_err(|e| invalid(e, relay))?
+    };
+    Ok(Resolved {
+        invitation,
+        trust,
+        egress,
+    })
+}
+
+/// The application name an invitation gets when nothing names one.
+pub const DEFAULT_APPLICATION: &str = "human-plus";
+
+fn build_invitation(
+    relay: &str,
+    session: &str,
+    token: String,
+    surface: &str,
+    application: &str,
+    allow_insecure_loopback: bool,
+) -> Result<SurfaceInvitation, human_plus_core::Error> {
+    if allow_insecure_loopback {
+        SurfaceInvitation::new_insecure_loopback(relay, session, token, surface, application)
+    } else {
+        SurfaceInvitation::new(relay, session, token, surface, application)
+    }
 }
 
 #[cfg(test)]

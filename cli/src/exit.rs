@@ -59,7 +59,8 @@ Exit codes:
   11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
   12  the egress proxy wants credentials, or refused them: HTTP 407 (proxy_auth_required)
 
-The relay token comes only from HUMAN_PLUS_TOKEN or --token-file, an egress proxy's
+The relay token comes only from HUMAN_PLUS_TOKEN, --token-file, a link (HUMAN_PLUS_INVITATION,
+--invitation-file, or join's standard input) or a profile (--profile); an egress proxy's
 credentials only from HUMAN_PLUS_PROXY_AUTH or --proxy-auth-file; neither is ever printed.";
 
 /// A failure as the command line reports it.
@@ -277,6 +278,9 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
         }
         Error::ProxyAuthRequired(_) => {
             "the egress proxy asks for credentials (407): set HUMAN_PLUS_PROXY_AUTH=user:password or pass --proxy-auth-file PATH, or check the ones given".to_owned()
+        }
+        Error::InvalidInvitation(human_plus_core::InvitationError::Link(_)) => {
+            "pass the link exactly as the page shared it (https://HOST/PAGE#session=ID&token=TOKEN, a relay session URL, or the page's JSON), in HUMAN_PLUS_INVITATION, a file named by --invitation-file, or (join) on standard input; nothing was sent".to_owned()
         }
         Error::InvalidInvitation(_) => {
             "check --relay (https://..., or http://127.0.0.1:PORT with --allow-insecure-loopback), --session ([A-Za-z0-9_-]{4,64}) and the token (16 characters or more)".to_owned()

@@ -26,9 +26,11 @@ pub mod connect;
 pub mod demo;
 pub mod digest;
 pub mod exit;
+pub mod join;
 pub mod logs;
 pub mod mcp;
 pub mod probe;
+pub mod profile;
 pub mod serve;
 pub mod style;
 pub mod web;
@@ -42,6 +44,9 @@ use exit::Failure;
 /// Runs a parsed command line; returns the process exit code.
 #[must_use]
 pub fn run(cli: Cli) -> u8 {
+    if cli.command.logs() {
+        init_logging();
+    }
     let outcome: Result<Option<String>, Failure> = match cli.command {
         Command::Demo(a) => demo::run(&a).map(|()| None),
         Command::Relay(a) => serve::relay(&a).map(|()| None),
@@ -52,6 +57,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Changes(a) => commands::changes(&a).map(Some),
         Command::Announce(a) => commands::announce(&a).map(Some),
         Command::Probe(a) => probe::run(&a).map(Some),
+        Command::Join(a) => join::run(&a).map(|()| None),
         Command::Mcp(a) => mcp_main(&a).map(|()| None),
     };
     match outcome {
@@ -76,13 +82,12 @@ pub fn run(cli: Cli) -> u8 {
 }
 
 fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
-    init_logging();
     let connection = connect::connect_bridge(&args.connect, !args.no_warm)?;
     eprintln!(
         "human-plus mcp: attached to surface {} ({} runtime, {} transport); serving MCP on stdio",
         exit::printable(connection.attachment.invitation().surface_id()),
-        args.connect.runtime.as_str(),
-        args.connect.transport.as_str()
+        args.connect.transport.runtime.as_str(),
+        args.connect.transport.transport.as_str()
     );
     // Kept here, so the manager (and the runtime it may own) is dropped on
     // this thread, after the bridge's runtime has stopped.
@@ -105,11 +110,13 @@ fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
 
 /// Logs every tracing event at `HUMAN_PLUS_LOG`'s level (`error`, `warn`,
 /// `info`, `debug` or `trace`) or above to stderr, the `log` records of the
-/// libraries below too; nothing when it is unset. The relay token is in no
-/// event at any level: the runtimes never hand it to a library that logs,
-/// and every line is redacted of the secrets the command holds by exact
-/// value on its way out ([`logs::Stderr`]).
-fn init_logging() {
+/// libraries below too; nothing when it is unset. The relay token and the
+/// egress proxy's credentials are in no event at any level: the runtimes
+/// never hand the token to a library that logs, and every line is redacted
+/// of the secrets the command holds by exact value on its way out
+/// ([`logs::Stderr`]). Installed once, by [`run`], for every relay-facing
+/// command and `join`.
+pub fn init_logging() {
     let Ok(level) = std::env::var(LOG_ENV) else {
         return;
     };
@@ -128,5 +135,6 @@ fn init_logging() {
         .try_init();
 }
 
-/// The environment variable naming the bridge's log level.
+/// The environment variable naming the log level of the relay-facing
+/// commands and `join`.
 pub const LOG_ENV: &str = "HUMAN_PLUS_LOG";

@@ -38,8 +38,11 @@ pub(crate) fn say(text: &str) {
 /// A usage failure for unreadable TLS files; an internal one when the
 /// address cannot be bound.
 pub fn relay(args: &RelayArgs) -> Result<(), Failure> {
+    let prefix = relay_prefix(&args.prefix)?;
     let rt = runtime()?;
-    let mut builder = RelayServer::builder().bind(SocketAddr::new(args.host, args.port));
+    let mut builder = RelayServer::builder()
+        .bind(SocketAddr::new(args.host, args.port))
+        .prefix(prefix);
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let tls = TlsConfig::from_pem_files(cert, key)
             .map_err(|e| Failure::usage(format!("--tls-cert/--tls-key: {e}")))?;
@@ -54,7 +57,12 @@ pub fn relay(args: &RelayArgs) -> Result<(), Failure> {
     }
     let _ = writeln!(
         text,
-        "Open the demo sheet:  HUMAN_PLUS_TOKEN=... human-plus surface --relay {} --session my_session",
+        "Open the demo sheet in a browser:  human-plus surface --web --relay {}",
+        handle.base_url()
+    );
+    let _ = writeln!(
+        text,
+        "or in a terminal:  HUMAN_PLUS_TOKEN=... human-plus surface --relay {} --session my_session",
         handle.base_url()
     );
     text.push_str("Press Ctrl-C to stop.\n");
@@ -63,6 +71,41 @@ pub fn relay(args: &RelayArgs) -> Result<(), Failure> {
     rt.block_on(handle.shutdown());
     say("relay stopped\n");
     Ok(())
+}
+
+/// The longest `--prefix` taken.
+const MAX_PREFIX: usize = 200;
+
+/// A relay `--prefix`, as the routes will use it: empty, or `/` and
+/// segments of letters, digits and `-._~` (no `.` or `..` segment), with
+/// no trailing `/`. `agent-relay`, `/agent-relay` and `/agent-relay/` are
+/// the same prefix.
+///
+/// # Errors
+/// A usage failure for anything else (a query, a fragment, an escape,
+/// an empty or dot segment, a space), which could only match no path or
+/// the wrong one.
+pub fn relay_prefix(raw: &str) -> Result<String, Failure> {
+    let trimmed = raw.strip_suffix('/').unwrap_or(raw);
+    let trimmed = trimmed.strip_prefix('/').unwrap_or(trimmed);
+    if raw.len() <= 1 && trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    let segment_ok = |seg: &str| {
+        !seg.is_empty()
+            && seg != "."
+            && seg != ".."
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    };
+    if trimmed.len() > MAX_PREFIX || !trimmed.split('/').all(segment_ok) {
+        return Err(Failure::usage(format!(
+            "--prefix must be a path such as agent-relay: segments of letters, digits and -._~ (got {})",
+            printable(raw)
+        )));
+    }
+    Ok(format!("/{trimmed}"))
 }
 
 /// Renders the sheet's cells as a small grid.
@@ -436,6 +479,35 @@ mod tests {
             parse_page_command("4B=1"),
             PageCommand::Unknown(_)
         ));
+    }
+
+    #[test]
+    fn relay_prefixes() {
+        for (raw, prefix) in [
+            ("", ""),
+            ("/", ""),
+            ("agent-relay", "/agent-relay"),
+            ("/agent-relay", "/agent-relay"),
+            ("/agent-relay/", "/agent-relay"),
+            ("a/b_c.d~e", "/a/b_c.d~e"),
+        ] {
+            assert_eq!(relay_prefix(raw).unwrap(), prefix, "{raw:?}");
+        }
+        for bad in [
+            "//",
+            "a//b",
+            "../x",
+            "a/./b",
+            "a b",
+            "a?b",
+            "a#b",
+            "a%2fb",
+            "a\\b",
+            "\u{e9}",
+            &"x".repeat(201),
+        ] {
+            assert!(relay_prefix(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -82,6 +82,33 @@ impl PageTransport {
     }
 }
 
+/// Where the page puts its token on the requests its `fetch`es make (poll,
+/// outbox). `EventSource` cannot send a header, so the event stream's URL
+/// carries the token whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PageRelayAuth {
+    /// An `Authorization: Bearer` header until the relay answers one with
+    /// 401: then the query, for every later request (a relay that reads
+    /// only the query, as the Fancy Node relay does). The default, for a
+    /// relay the page server did not start.
+    #[default]
+    Auto,
+    /// Always the header (a relay known to read it, such as Human+'s own).
+    Bearer,
+    /// Always the query (`?token=`).
+    Query,
+}
+
+impl PageRelayAuth {
+    fn as_str(self) -> &'static str {
+        match self {
+            PageRelayAuth::Auto => "auto",
+            PageRelayAuth::Bearer => "bearer",
+            PageRelayAuth::Query => "query",
+        }
+    }
+}
+
 /// What the page is told in `/config.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageConfig {
@@ -93,13 +120,16 @@ pub struct PageConfig {
     pub application: String,
     /// The page's receive leg.
     pub transport: PageTransport,
+    /// Where the page's `fetch`es carry the token.
+    pub relay_auth: PageRelayAuth,
     /// Demo mode: accept the page's invitation and edit reports.
     pub demo: bool,
 }
 
 impl PageConfig {
     /// A page for the relay at `relay`, showing `surface_id`, with the
-    /// automatic transport and demo mode off.
+    /// automatic transport, the token's place found out, and demo mode
+    /// off.
     #[must_use]
     pub fn new(relay: impl Into<String>, surface_id: impl Into<String>) -> PageConfig {
         PageConfig {
@@ -107,6 +137,7 @@ impl PageConfig {
             surface_id: surface_id.into(),
             application: "Human+ web sheet".to_owned(),
             transport: PageTransport::Auto,
+            relay_auth: PageRelayAuth::Auto,
             demo: false,
         }
     }
@@ -187,6 +218,7 @@ impl PageListener {
                 "surfaceId": config.surface_id,
                 "application": config.application,
                 "transport": config.transport.as_str(),
+                "relayAuth": config.relay_auth.as_str(),
                 "demo": config.demo,
                 "version": env!("CARGO_PKG_VERSION"),
             })

@@ -21,7 +21,7 @@ use crate::demo::{
 use crate::exit::{Failure, printable};
 use crate::serve::{runtime, say};
 use crate::style::{Style, indent};
-use crate::web::{PageConfig, PageServer, PageTransport};
+use crate::web::{PageConfig, PageRelayAuth, PageServer, PageTransport};
 
 /// The surface id the web page shows in its invitation.
 pub const WEB_SURFACE_ID: &str = "sheet:web";
@@ -143,6 +143,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let base = relay.base_url().to_owned();
     let mut config = PageConfig::new(&base, WEB_SURFACE_ID);
     config.transport = page_transport(args.transport);
+    // Its own relay reads the token from a header: no fetch URL holds it.
+    config.relay_auth = PageRelayAuth::Bearer;
     config.demo = true;
     let page = rt.block_on(async { listener.start(config) });
     let mut n = Narrator {

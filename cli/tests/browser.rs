@@ -119,6 +119,8 @@ impl Browser {
         let profile = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("chromium-profile-{}", common::random_hex(6)));
         let caps = json!({
+            // What the page's console shows, read back by `console_lines`.
+            "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {
                 "binary": chromium,
                 "args": [
@@ -255,6 +257,25 @@ impl Browser {
         (relay, session, surface, token)
     }
 
+    /// The browser's console since the last call (chromedriver's log
+    /// endpoint hands each entry over once): every message Chromium wrote
+    /// there, its own network errors included, as `LEVEL source: text`.
+    async fn console_lines(&self) -> Vec<String> {
+        let got = self.client.issue_cmd(BrowserLog).await.unwrap();
+        got.as_array()
+            .unwrap_or_else(|| panic!("a log list: {got}"))
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}: {}",
+                    e["level"].as_str().unwrap_or("?"),
+                    e["source"].as_str().unwrap_or("?"),
+                    e["message"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    }
+
     async fn save_screenshot(&self, path: &Path) {
         let png = self.client.screenshot().await.unwrap();
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -263,6 +284,31 @@ impl Browser {
         }
         std::fs::write(path, png).unwrap();
         eprintln!("screenshot saved to {}", path.display());
+    }
+}
+
+/// chromedriver's `POST /session/{id}/se/log` for the `browser` log (not
+/// in W3C WebDriver, so not in fantoccini).
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/se/log",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (hyper::Method, Option<String>) {
+        (
+            hyper::Method::POST,
+            Some(r#"{"type":"browser"}"#.to_owned()),
+        )
     }
 }
 
@@ -398,6 +444,7 @@ async fn http(port: u16, method: &str, target: &str, body: &str) -> (u16, String
 /// on its own labelled long-poll subscriber.
 struct Peer {
     port: u16,
+    prefix: String,
     session: String,
     token: String,
     subscriber: String,
@@ -406,8 +453,14 @@ struct Peer {
 
 impl Peer {
     async fn new(port: u16, session: &str, token: &str) -> Peer {
+        Peer::new_at(port, "", session, token).await
+    }
+
+    /// A peer of a relay whose routes live under `prefix`.
+    async fn new_at(port: u16, prefix: &str, session: &str, token: &str) -> Peer {
         let mut peer = Peer {
             port,
+            prefix: prefix.to_owned(),
             session: session.to_owned(),
             token: token.to_owned(),
             subscriber: String::new(),
@@ -422,8 +475,8 @@ impl Peer {
             self.port,
             "GET",
             &format!(
-                "/{}/poll?token={}&direction=outbound&client=peer&wait={wait_ms}&subscriber={}",
-                self.session, self.token, self.subscriber
+                "{}/{}/poll?token={}&direction=outbound&client=peer&wait={wait_ms}&subscriber={}",
+                self.prefix, self.session, self.token, self.subscriber
             ),
             "",
         )
@@ -441,7 +494,10 @@ impl Peer {
         let (status, body) = http(
             self.port,
             "POST",
-            &format!("/{}/inbox?token={}&client=peer", self.session, self.token),
+            &format!(
+                "{}/{}/inbox?token={}&client=peer",
+                self.prefix, self.session, self.token
+            ),
             frame,
         )
         .await;
@@ -491,6 +547,60 @@ async fn tool_digests(
         .collect();
     let withheld = d.withheld.iter().map(|w| w.name.clone()).collect();
     (admitted, withheld)
+}
+
+/// The `join` line the page shows for a relay on plain http.
+const JOIN_LINE: &str = "(read -rs HUMAN_PLUS_INVITATION && export HUMAN_PLUS_INVITATION && human-plus join --name web-sheet --allow-insecure-loopback --allow-unverified-egress)";
+
+/// Reads the share link off the page as a person would: it is hidden
+/// (the token masked) until Show, and Copy says whether it copied.
+async fn share_link(browser: &Browser) -> String {
+    let hidden = browser.text("share-link").await;
+    assert!(
+        hidden.contains(&format!("#token={}&", "\u{2022}".repeat(8))),
+        "{hidden}"
+    );
+    browser
+        .client
+        .find(Locator::Id("copy-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .until(
+            "an answer from Copy the link",
+            "const t = document.getElementById('copied').textContent; \
+             return t === 'The link is on the clipboard.' || t.startsWith('This browser did not allow copying')",
+        )
+        .await;
+    let show = browser.client.find(Locator::Id("show-link")).await.unwrap();
+    show.click().await.unwrap();
+    let link = browser.text("share-link").await;
+    // Hidden again, as the person left it.
+    show.click().await.unwrap();
+    assert_eq!(browser.text("share-link").await, hidden);
+    link
+}
+
+/// The parts of a share link: `{relay}/{session}#token=..&surface=..`,
+/// form-encoded, and nothing else. Returns (relay, session, token, surface).
+fn parse_share_link(link: &str) -> (String, String, String, String) {
+    let (base, fragment) = link.split_once('#').expect("a fragment");
+    assert!(!base.contains('?'), "no query: {link}");
+    let (relay, session) = base.rsplit_once('/').expect("a session");
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(fragment.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["token", "surface"], "{link}");
+    (
+        relay.to_owned(),
+        session.to_owned(),
+        pairs[0].1.clone(),
+        pairs[1].1.clone(),
+    )
 }
 
 // ------------------------------------------------------------------ tests
@@ -760,22 +870,55 @@ async fn story(browser: &Browser, relay: &RelayHandle, url: &str) {
     browser.wait_cell("D4", "14.40").await;
     browser.save_screenshot(&screenshot_path()).await;
 
-    // The command the page shows for an agent on this machine works as
-    // shown (run as `tools`, which shares every flag with `mcp` and exits).
-    let shown = browser.text("inv-command").await;
-    let words: Vec<&str> = shown.split_whitespace().collect();
+    // The share link: hidden until shown, copyable, the relay's session
+    // URL with the token and the surface in the fragment; and the join
+    // line, which carries no link and no token.
+    let link = share_link(browser).await;
     assert_eq!(
-        &words[..3],
-        ["HUMAN_PLUS_TOKEN=<the", "token>", "human-plus"],
-        "{shown}"
+        parse_share_link(&link),
+        (
+            relay_url.clone(),
+            session.clone(),
+            token.clone(),
+            surface.clone()
+        ),
+        "{link}"
     );
-    assert_eq!(words[3], "mcp");
-    let mut args = vec!["tools".to_owned()];
-    args.extend(words[4..].iter().map(|w| (*w).to_owned()));
+    // What the page says of the agents' legs is what is true now.
+    let peers = browser.text("peers").await;
+    assert!(
+        peers.starts_with("Agent receive legs open on the relay now: ")
+            && peers.contains("keeps one open while it is attached"),
+        "{peers}"
+    );
+    let join = browser.text("join-command").await;
+    assert_eq!(join, JOIN_LINE);
+    // The invitation the page copies as JSON is the same invitation (the
+    // old nine-flag line is gone; `tools` with these parts still works).
     let secret = token.clone();
+    let relay_port = port.to_string();
+    let (relay_for_run, session_for_run) = (relay_url.clone(), session.clone());
     let run = tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        common::run(&args, Some(&secret))
+        common::run(
+            &[
+                "tools",
+                "--relay",
+                &relay_for_run,
+                "--session",
+                &session_for_run,
+                "--surface",
+                "sheet:web",
+                "--allow-host",
+                "127.0.0.1",
+                "--allow-port",
+                &relay_port,
+                "--allow-insecure-loopback",
+                "--allow-unverified-egress",
+                "--allow",
+                "sheet_get_cell,sheet_set_cell",
+            ],
+            Some(&secret),
+        )
     })
     .await
     .unwrap();
@@ -1046,4 +1189,446 @@ async fn demo_story(browser: &Browser) {
         !demo.seen.iter().any(|l| l.contains(token)),
         "the token never reaches the terminal"
     );
+}
+
+// ------------------------------------- the token and the console (issue 20)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_stays_out_of_the_browsers_console() {
+    with_browser(|browser| async move { console_story(&browser).await }).await;
+}
+
+/// Serves the page for `relay_url` (`--transport poll` when `poll`), opens
+/// it and waits until it is live; its session and token.
+async fn open_page(browser: &Browser, relay_url: &str, poll: bool) -> (Proc, String, String) {
+    let mut args = vec!["surface", "--web", "--relay", relay_url, "--port", "0"];
+    if poll {
+        args.extend(["--transport", "poll"]);
+    }
+    open_with(browser, &args, if poll { "poll" } else { "sse" }).await
+}
+
+/// As [`open_page`] with the automatic transport, waiting for `state`.
+async fn open_page_on(browser: &Browser, relay_url: &str, state: &str) -> (Proc, String, String) {
+    let args = ["surface", "--web", "--relay", relay_url, "--port", "0"];
+    open_with(browser, &args, state).await
+}
+
+async fn open_with(browser: &Browser, args: &[&str], state: &str) -> (Proc, String, String) {
+    let mut server = Proc::spawn(args);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+    browser.client.goto(&url).await.unwrap();
+    browser.wait_state(state).await;
+    let (_, session, _, token) = browser.invitation().await;
+    (server, session, token)
+}
+
+/// Failing requests of the page, with the token in the header (Human+'s
+/// relay) and in the query (a relay that reads only the query, as the Fancy
+/// Node relay): what the console shows, line by line.
+async fn console_story(browser: &Browser) {
+    // 1. The long-poll leg on a relay that reads the header: a poll that
+    //    fails (502), an outbox POST that fails (500), the relay stopped
+    //    under a parked poll, and, on a new relay, the session ended (410).
+    let relay = RelayServer::builder()
+        .prefix("agent-relay")
+        .start()
+        .await
+        .unwrap();
+    let port = relay.addr().port();
+    let (server, session, token) = open_page(browser, relay.base_url(), true).await;
+    let mut peer = Peer::new_at(port, "/agent-relay", &session, &token).await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"c-1","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("c-1").await["result"], json!({}));
+    // The page's answer to c-2 fails (500), and so does its next poll
+    // (502); the peer polls only once the page has taken the 502.
+    relay.set_faults(
+        &session,
+        Faults::new()
+            .status_times(Leg::Outbox, 500, 1)
+            .status_times(Leg::Poll, 502, 1)
+            .affect_pages(),
+    );
+    peer.post(r#"{"jsonrpc":"2.0","id":"c-2","method":"ping"}"#)
+        .await;
+    browser
+        .until(
+            "the page hearing the poll's 502",
+            "return document.getElementById('log').innerText.includes('HTTP 502')",
+        )
+        .await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"c-3","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("c-3").await["result"], json!({}));
+    assert!(!peer.answered("c-2"), "the outbox POST failed");
+    relay.clear_faults(&session);
+    relay.shutdown().await;
+    browser
+        .until(
+            "the page noticing the relay is gone",
+            "return document.getElementById('status').textContent.includes('could not be reached')",
+        )
+        .await;
+    let mut lines = browser.console_lines().await;
+    drop(server);
+
+    let relay = RelayServer::builder()
+        .prefix("agent-relay")
+        .start()
+        .await
+        .unwrap();
+    let (server, session2, token2) = open_page(browser, relay.base_url(), true).await;
+    assert!(relay.drop_session(&session2));
+    browser.wait_state("gone").await;
+    lines.extend(browser.console_lines().await);
+    drop(server);
+    let fetch_lines = lines.clone();
+    for secret in [&token, &token2] {
+        assert!(
+            !lines.iter().any(|l| l.contains(secret.as_str())),
+            "the token in the console: {lines:#?}"
+        );
+    }
+    // Not vacuous: each failure is in the console, with its URL.
+    for needle in [
+        "/outbox - Failed to load resource: the server responded with a status of 500",
+        "/poll?direction=inbound&wait=20000&subscriber=",
+        "status of 502",
+        "ERR_CONNECTION_REFUSED",
+        "status of 410",
+    ] {
+        assert!(
+            fetch_lines.iter().any(|l| l.contains(needle)),
+            "no console line with {needle:?}: {fetch_lines:#?}"
+        );
+    }
+
+    // 2. The event stream (EventSource cannot send a header). The session
+    //    ends under a live stream: the page asks the poll leg what happened
+    //    (410) and the token is nowhere. Then a stream the relay refuses
+    //    (502): the browser shows the events URL, token included, the one
+    //    URL that must carry it; the page goes on on the poll leg.
+    let (server, session3, token3) = open_page(browser, relay.base_url(), false).await;
+    assert!(relay.drop_session(&session3));
+    browser.wait_state("gone").await;
+    let lines = browser.console_lines().await;
+    drop(server);
+    assert!(
+        !lines.iter().any(|l| l.contains(token3.as_str())),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains(&format!("/{session3}/poll?direction=inbound")) && l.contains("410")
+        ),
+        "the poll's 410: {lines:#?}"
+    );
+    relay.set_default_faults(Faults::new().status(Leg::Events, 502).affect_pages());
+    let (server, session5, token5) = open_page_on(browser, relay.base_url(), "poll").await;
+    assert!(relay.drop_session(&session5));
+    browser.wait_state("gone").await;
+    let lines = browser.console_lines().await;
+    drop(server);
+    relay.set_default_faults(Faults::new());
+    let events_url = format!("/agent-relay/{session5}/events?token={token5}&direction=inbound");
+    for line in lines.iter().filter(|l| l.contains(token5.as_str())) {
+        assert!(
+            line.contains(&events_url),
+            "the token outside the events URL: {line}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&events_url) && l.contains("502")),
+        "the refused stream, as documented: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains(&format!("/{session5}/poll?direction=inbound")) && l.contains("410")
+        ),
+        "the poll's 410: {lines:#?}"
+    );
+    relay.shutdown().await;
+
+    // 3. A relay that reads only the query (the Fancy Node relay): the page
+    //    finds out (its header is answered 401) and puts the token in the
+    //    query, and keeps working.
+    let relay = RelayServer::builder()
+        .bearer_auth(false)
+        .start()
+        .await
+        .unwrap();
+    let (server, session4, token4) = open_page(browser, relay.base_url(), true).await;
+    let mut peer = Peer::new_at(relay.addr().port(), "", &session4, &token4).await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"q-1","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("q-1").await["result"], json!({}));
+    let lines = browser.console_lines().await;
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("/poll?direction=inbound&wait=0") && l.contains("401")),
+        "the header refused once: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(token4.as_str())),
+        "nothing failed with the token in the query yet: {lines:#?}"
+    );
+    drop(server);
+    // On the event stream the first fetch is the page's first answer: its
+    // outbox POST with the header is refused (401, nothing forwarded), sent
+    // again with the token in the query, and arrives once.
+    let (server, session6, token6) = open_page(browser, relay.base_url(), false).await;
+    let mut peer = Peer::new_at(relay.addr().port(), "", &session6, &token6).await;
+    peer.post(r#"{"jsonrpc":"2.0","id":"q-2","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("q-2").await["result"], json!({}));
+    peer.post(r#"{"jsonrpc":"2.0","id":"q-3","method":"ping"}"#)
+        .await;
+    assert_eq!(peer.answer("q-3").await["result"], json!({}));
+    assert_eq!(
+        peer.got.iter().filter(|v| v["id"] == "q-2").count(),
+        1,
+        "{:?}",
+        peer.got
+    );
+    let lines = browser.console_lines().await;
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!("/{session6}/outbox")) && l.contains("401"))
+            .count(),
+        1,
+        "the header refused once, on the first answer: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(token6.as_str())),
+        "{lines:#?}"
+    );
+    drop(server);
+    relay.shutdown().await;
+}
+
+// ----------------------------------- a new user, from the link (issue 20)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_joins_from_the_pages_share_link() {
+    with_browser(|browser| async move {
+        join_story(&browser, false).await;
+        join_story(&browser, true).await;
+    })
+    .await;
+}
+
+/// What a new user does, over real sockets: `human-plus relay --prefix
+/// agent-relay`, the page in the browser, its share link read off the page
+/// and piped into the `join` line the page shows (with `--yes --pin`: no
+/// terminal here), then the bridge from the written profile, driven by
+/// rmcp's client, through the two-writer story with the person typing in
+/// the page. With `node_shape`, the link is the Fancy Node relay's session
+/// URL (`/<relayPath>/<ID>?token=`) made from the same parts.
+async fn join_story(browser: &Browser, node_shape: bool) {
+    let mut relay = Proc::spawn(&["relay", "--port", "0", "--prefix", "agent-relay"]);
+    let line = relay.expect("Human+ relay listening at").await;
+    let base = line.rsplit(' ').next().unwrap().to_owned();
+    assert!(base.ends_with("/agent-relay"), "{line}");
+    let mut server = Proc::spawn(&["surface", "--web", "--relay", &base, "--port", "0"]);
+    let url = Proc::url(&server.expect("The web sheet is served at").await);
+    browser.client.goto(&url).await.unwrap();
+    browser.wait_state("sse").await;
+
+    // The link, as a person copies it off the page.
+    let link = share_link(browser).await;
+    let (link_relay, session, token, _) = parse_share_link(&link);
+    assert_eq!(link_relay, base);
+    let link = if node_shape {
+        format!("{base}/{session}?token={token}")
+    } else {
+        link
+    };
+    let join_line = browser.text("join-command").await;
+    assert_eq!(join_line, JOIN_LINE);
+
+    // The join line as shown, in a shell, the link on its input; without a
+    // terminal join asks nothing, so `--yes --pin` say what a person would.
+    let config = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("join-config-{}", common::random_hex(6)));
+    let line = join_line.replacen(
+        "human-plus join",
+        &format!("'{}' join --yes --pin", common::BIN.replace('\'', "'\\''")),
+        1,
+    );
+    let input = format!("{link}\n");
+    let config_dir = config.display().to_string();
+    let join = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("bash")
+            .args(["-c", &line])
+            .env("HUMAN_PLUS_CONFIG_DIR", &config_dir)
+            .env_remove("HUMAN_PLUS_TOKEN")
+            .env_remove("HUMAN_PLUS_INVITATION")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bash runs the join line");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&join.stdout).into_owned(),
+        String::from_utf8_lossy(&join.stderr).into_owned(),
+    );
+    assert!(join.status.success(), "join: {out}\n{err}");
+    for text in [&out, &err] {
+        assert!(!text.contains(&token), "the token in join's output: {text}");
+    }
+    assert!(
+        out.contains("Invitation (relay-session link)")
+            && out.contains(&format!("relay:   {base}"))
+            && out.contains(&format!("session: {session}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("claude mcp add web-sheet")
+            && out.contains("human-plus mcp --profile web-sheet"),
+        "{out}"
+    );
+    // The token is in its own file, readable by the user only, and in no
+    // other file of the profile.
+    let profile = config.join("profiles").join("web-sheet");
+    let mut token_files = Vec::new();
+    for entry in std::fs::read_dir(&profile)
+        .unwrap_or_else(|e| panic!("the profile at {}: {e}", profile.display()))
+    {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains(&token) {
+            token_files.push(path);
+        }
+    }
+    assert_eq!(token_files.len(), 1, "{token_files:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&token_files[0])
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", token_files[0].display());
+    }
+
+    // The bridge from the profile, as the MCP client line starts it.
+    let mut cmd = tokio::process::Command::new(common::BIN);
+    cmd.args(["mcp", "--profile", "web-sheet"])
+        .env("HUMAN_PLUS_CONFIG_DIR", &config)
+        .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("HUMAN_PLUS_INVITATION");
+    let (child, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = stderr.unwrap();
+    let client = tokio::time::timeout(WAIT, rmcp::ServiceExt::serve((), child))
+        .await
+        .expect("the bridge answered initialize in time")
+        .expect("an MCP session with the bridge");
+    let tools = tokio::time::timeout(WAIT, client.list_all_tools())
+        .await
+        .unwrap()
+        .unwrap();
+    let listed: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for name in ["sheet_get_cell", "sheet_set_cell", "changes_since"] {
+        assert!(listed.contains(&name), "{listed:?}");
+    }
+    assert!(!listed.contains(&"sheet_confirm_edit"), "{listed:?}");
+
+    // A read; the person's typed edit; the stale write refused; the
+    // re-read and the write.
+    let read = mcp_call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
+    assert_eq!(read.is_error, Some(false), "{}", mcp_text(&read));
+    assert!(mcp_text(&read).contains("\n7\n"), "{}", mcp_text(&read));
+    browser.type_into("B4", "12").await;
+    browser.wait_log("You updated B4 = 12 (r2).").await;
+    let stale = mcp_call(
+        &client,
+        "sheet_set_cell",
+        json!({"address": "B4", "value": "8"}),
+    )
+    .await;
+    assert_eq!(stale.is_error, Some(true), "{}", mcp_text(&stale));
+    assert!(
+        mcp_text(&stale).contains("was NOT applied"),
+        "{}",
+        mcp_text(&stale)
+    );
+    assert_eq!(
+        stale.meta.as_ref().and_then(|m| m.0.get("code").cloned()),
+        Some(json!("surface_changed_under_you"))
+    );
+    browser
+        .wait_log(
+            "Refused sheet_set_cell B4 = 8 pinned to r1: the sheet is at r2. Nothing was applied.",
+        )
+        .await;
+    assert_eq!(browser.cell("B4").await, "12");
+    let reread = mcp_call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
+    assert!(
+        mcp_text(&reread).contains("\n12\n"),
+        "{}",
+        mcp_text(&reread)
+    );
+    let write = mcp_call(
+        &client,
+        "sheet_set_cell",
+        json!({"address": "D4", "value": "14.40"}),
+    )
+    .await;
+    assert_eq!(write.is_error, Some(false), "{}", mcp_text(&write));
+    browser.wait_cell("D4", "14.40").await;
+    assert_eq!(browser.cell("B4").await, "12");
+
+    client.cancel().await.unwrap();
+    let mut logged = String::new();
+    let _ = tokio::time::timeout(WAIT, stderr.read_to_string(&mut logged)).await;
+    assert!(!logged.contains(&token), "the token in the bridge's stderr");
+    drop(server);
+    drop(relay);
+    let _ = std::fs::remove_dir_all(&config);
+}
+
+async fn mcp_call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> rmcp::model::CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    tokio::time::timeout(
+        WAIT,
+        client.call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(args),
+        ),
+    )
+    .await
+    .expect("the bridge answered in time")
+    .expect("a CallToolResult")
+}
+
+fn mcp_text(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

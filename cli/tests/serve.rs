@@ -213,3 +213,115 @@ fn relay_over_tls_and_a_page_on_stdin() {
     drop(relay);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `relay --prefix`: every route under the path, as the Fancy Node relay's
+/// `--prefix`; an agent command reaches a page through it; a prefix that
+/// could only match nothing is a usage error.
+#[test]
+fn relay_with_a_prefix() {
+    let mut seen = Vec::new();
+    let relay = Proc::spawn(&["relay", "--port", "0", "--prefix", "agent-relay"], None);
+    let line = relay.expect("Human+ relay listening at http://127.0.0.1:", &mut seen);
+    let base = line.rsplit(' ').next().unwrap().to_owned();
+    assert!(base.ends_with("/agent-relay"), "{line}");
+    relay.expect(
+        &format!("human-plus surface --web --relay {base}"),
+        &mut seen,
+    );
+    let port = base
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/agent-relay");
+
+    let token = format!("tok{}", common::random_hex(16));
+    let session = format!("pref_{}", common::random_hex(4));
+    let page = Proc::spawn(
+        &["surface", "--relay", &base, "--session", &session],
+        Some(&token),
+    );
+    page.expect("The demo sheet is open", &mut seen);
+    let run = common::run(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"B4"}"#,
+            "--relay",
+            &base,
+            "--session",
+            &session,
+            "--surface",
+            "sheet:prefixed",
+            "--allow",
+            "sheet_get_cell",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            port,
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+        ],
+        Some(&token),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains('7'), "{}", run.stdout);
+    // The agent's `--auth bearer` (the token only in a header) is read too.
+    let run = common::run(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"B4"}"#,
+            "--relay",
+            &base,
+            "--session",
+            &session,
+            "--surface",
+            "sheet:prefixed",
+            "--allow",
+            "sheet_get_cell",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            port,
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+            "--auth",
+            "bearer",
+        ],
+        Some(&token),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains('7'), "{}", run.stdout);
+    // Without the prefix, the agent finds no relay there (the router's 404).
+    let run = common::run(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"B4"}"#,
+            "--relay",
+            &format!("http://127.0.0.1:{port}"),
+            "--session",
+            &session,
+            "--surface",
+            "sheet:prefixed",
+            "--allow",
+            "sheet_get_cell",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            port,
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+            "--timeout",
+            "5",
+        ],
+        Some(&token),
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    drop(page);
+    drop(relay);
+
+    for bad in ["a b", "../up", "x?y=1", "a//b"] {
+        let run = common::run(&["relay", "--port", "0", "--prefix", bad], None);
+        assert_eq!(run.code, 2, "{bad}: {run:?}");
+        assert!(run.stderr.contains("--prefix"), "{}", run.stderr);
+    }
+}

@@ -58,6 +58,7 @@ class Page {
       session: this.session,
       token: this.token,
       transport: config.transport,
+      auth: config.relayAuth,
       handlers: {
         frame: (text) => this.onFrame(text),
         state: (name, info) => this.onState(name, info),
@@ -79,13 +80,14 @@ class Page {
     $("inv-session").textContent = this.session;
     $("inv-surface").textContent = this.config.surfaceId;
     $("inv-token").value = this.token;
-    const relay = new URL(this.config.relay);
-    const port = relay.port || (relay.protocol === "https:" ? "443" : "80");
-    const loopback = relay.protocol === "http:" ? " --allow-unverified-egress --allow-insecure-loopback" : "";
-    $("inv-command").textContent =
-      `HUMAN_PLUS_TOKEN=<the token> human-plus mcp --relay ${this.config.relay} --session ${this.session} ` +
-      `--surface ${this.config.surfaceId} --allow-host ${relay.hostname.replace(/^\[|\]$/g, "")} --allow-port ${port}${loopback} ` +
-      `--allow sheet_get_cell,sheet_get_range,sheet_set_cell,changes_since`;
+    this.renderShareLink(false);
+    $("join-command").textContent = this.joinCommand();
+    $("copy-link").addEventListener("click", () => this.copy(this.shareLink(), "link"));
+    $("show-link").addEventListener("click", () => {
+      const shown = $("show-link").textContent === "Hide";
+      this.renderShareLink(!shown);
+      $("show-link").textContent = shown ? "Show" : "Hide";
+    });
     $("copy-token").addEventListener("click", () => this.copy(this.token, "token"));
     $("copy-invitation").addEventListener("click", () =>
       this.copy(JSON.stringify({
@@ -101,6 +103,34 @@ class Page {
       input.type = hidden ? "text" : "password";
       $("show-token").textContent = hidden ? "Hide" : "Show";
     });
+  }
+
+  // The share link: the relay's own session URL (its base, prefix
+  // included, then the session id), as the Fancy relay's session URLs are,
+  // with the token in the fragment, as agent-integrations' buildShareUrl
+  // puts it (a fragment is never sent to a server), and the surface id
+  // beside it. The link's host is the relay's: where an agent's requests
+  // will go is what the person sees. `token` stands in for the token while
+  // it is hidden.
+  shareLink(token = this.token) {
+    const fragment = new URLSearchParams({ token, surface: this.config.surfaceId });
+    return `${this.config.relay}/${encodeURIComponent(this.session)}#${fragment}`;
+  }
+
+  renderShareLink(shown) {
+    $("share-link").textContent = shown ? this.shareLink() : this.shareLink("TOKEN-HIDDEN").replace("TOKEN-HIDDEN", "\u2022".repeat(8));
+  }
+
+  // The one line that turns the link into a profile and a bridge. The link
+  // is never on a command line: `read -rs` takes it from the terminal
+  // without showing it, into HUMAN_PLUS_INVITATION, which join reads; the
+  // subshell forgets it afterwards, and join's questions still come to the
+  // terminal. A relay on plain http (this machine's, for dogfooding) needs
+  // the two loopback flags.
+  joinCommand() {
+    const relay = new URL(this.config.relay);
+    const loopback = relay.protocol === "http:" ? " --allow-insecure-loopback --allow-unverified-egress" : "";
+    return `(read -rs HUMAN_PLUS_INVITATION && export HUMAN_PLUS_INVITATION && human-plus join --name web-sheet${loopback})`;
   }
 
   async copy(text, what) {
@@ -122,7 +152,9 @@ class Page {
     }
     $("copied").textContent = copied
       ? `The ${what} is on the clipboard.`
-      : "This browser did not allow copying: press Show, then select the token and copy it.";
+      : what === "invitation"
+        ? "This browser did not allow copying: press Show beside the token and copy the parts by hand."
+        : `This browser did not allow copying: press Show, then select the ${what} and copy it.`;
   }
 
   // --------------------------------------------------------------- sheet
@@ -374,7 +406,10 @@ class Page {
         el("span", { class: "what" }, `${p.type} · ${p.action}${p.target ? " " + p.target : ""}`)));
     }
     list.replaceChildren(...items);
-    $("peers").textContent = `Agent connections open on the relay now: ${this.peers.size} (an agent opens one for each exchange).`;
+    $("peers").textContent =
+      `Agent receive legs open on the relay now: ${this.peers.size}. A connected agent keeps one open while it is attached ` +
+      "(the human-plus mcp bridge, for its whole session); a one-shot command's closes when it ends, or, on the long-poll leg, " +
+      "when the relay prunes it a minute or two later.";
   }
 
   log(kind, text, colour) {

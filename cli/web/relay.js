@@ -1,8 +1,12 @@
 // The page's side of the relay, as a Fancy page speaks it: register the
 // session, receive on EventSource (`direction=inbound`), fall back to the
 // long-poll leg when the stream fails (as fancy-cf-relay does), and POST
-// every reply to `outbox` as single-line JSON. The token goes only into the
-// query strings of requests to the relay; it is never logged or shown.
+// every reply to `outbox` as single-line JSON. The token is never logged or
+// shown. Its `fetch`es (poll, outbox) carry it in an `Authorization: Bearer`
+// header, so a failing request, which the browser's console shows with its
+// URL, shows no token; only a relay that reads the query alone (the Fancy
+// Node relay) gets it in the query, and only the EventSource URL always has
+// it there (EventSource cannot send a header).
 
 // Frames bigger than this are dropped unread (the Rust surface drops
 // oversize SSE events the same way; the relay itself caps posts at 256 KiB).
@@ -27,11 +31,16 @@ export function randomHex(bytes = 16) {
 //   state(name, info)  "registering" | "sse" | "poll" | "gone" | "unauthorized" | "failed"
 //   dropped(reason)    a frame that was not read
 export class RelayChannel {
-  constructor({ base, session, token, transport = "auto", handlers }) {
+  // `auth`: where the fetches put the token. "bearer": the header;
+  // "query": `?token=`; "auto": the header until the relay answers one with
+  // 401 (it reads only the query), then the query. The page registered the
+  // token itself, so that 401 cannot mean a wrong token.
+  constructor({ base, session, token, transport = "auto", auth = "auto", handlers }) {
     this.base = base.replace(/\/+$/, "");
     this.session = session;
     this.token = token;
     this.transport = transport;
+    this.auth = auth === "bearer" || auth === "query" ? auth : "auto";
     this.h = handlers;
     this.ended = false;
     this.leg = null;
@@ -41,8 +50,27 @@ export class RelayChannel {
     this.abort = new AbortController();
   }
 
-  url(route, query = "") {
-    return `${this.base}/${enc(this.session)}/${route}?token=${enc(this.token)}${query}`;
+  // A session route's URL; the token in its query only when `withToken`.
+  url(route, query, withToken) {
+    const q = [withToken ? `token=${enc(this.token)}` : "", query].filter(Boolean).join("&");
+    return `${this.base}/${enc(this.session)}/${route}${q ? "?" + q : ""}`;
+  }
+
+  // A fetch of a session route with the token where `auth` says.
+  async relayFetch(route, query, init) {
+    const inQuery = this.auth === "query";
+    const headers = { ...(init.headers || {}) };
+    if (!inQuery) headers.authorization = `Bearer ${this.token}`;
+    const response = await fetch(this.url(route, query, inQuery), { ...init, headers });
+    if (this.auth !== "auto") return response;
+    if (response.status === 401) {
+      // A relay that does not read the header; nothing was delivered
+      // (a 401 forwards nothing), so asking again cannot deliver twice.
+      this.auth = "query";
+      return fetch(this.url(route, query, true), init);
+    }
+    if (response.ok) this.auth = "bearer";
+    return response;
   }
 
   async start() {
@@ -98,7 +126,8 @@ export class RelayChannel {
   startSse() {
     const opened = Date.now();
     let delivered = false;
-    const es = new EventSource(this.url("events", "&direction=inbound"));
+    // The one URL with the token whatever `auth` says.
+    const es = new EventSource(this.url("events", "direction=inbound", true));
     this.es = es;
     const onFrame = (event) => {
       delivered = true;
@@ -148,7 +177,7 @@ export class RelayChannel {
       const wait = announced ? POLL_WAIT_MS : 0;
       let response;
       try {
-        response = await fetch(this.url("poll", `&direction=inbound&wait=${wait}&subscriber=${enc(this.subscriber)}`), {
+        response = await this.relayFetch("poll", `direction=inbound&wait=${wait}&subscriber=${enc(this.subscriber)}`, {
           cache: "no-store",
           signal: this.abort.signal,
         });
@@ -204,7 +233,7 @@ export class RelayChannel {
     this.sendQueue = this.sendQueue.then(async () => {
       if (this.ended) return;
       try {
-        const response = await fetch(this.url("outbox"), {
+        const response = await this.relayFetch("outbox", "", {
           method: "POST",
           headers: { "content-type": "application/json" },
           body,

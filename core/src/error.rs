@@ -252,6 +252,95 @@ pub enum InvitationError {
     /// The token is shorter than 16 bytes.
     #[error("Human+ relay token is too short.")]
     TokenTooShort,
+    /// The link a person shared breaks one of the link's rules
+    /// ([`crate::InvitationLink::parse`]).
+    #[error("{0}")]
+    Link(LinkRefusal),
+}
+
+/// Which rule the link a person shared broke. No message quotes the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkRefusal {
+    /// Nothing was given.
+    #[error("The Human+ invitation link is empty.")]
+    Empty,
+    /// The link is longer than [`crate::MAX_LINK_BYTES`].
+    #[error("The Human+ invitation link is too long.")]
+    TooLong,
+    /// Whitespace, a control character, a backslash, non-ASCII or another
+    /// character a URL never holds raw.
+    #[error(
+        "The Human+ invitation link holds whitespace, control, non-ASCII or other characters a link never holds."
+    )]
+    HiddenCharacters,
+    /// Not `https://` (or `http://` to a loopback host where allowed).
+    #[error(
+        "The Human+ invitation link must be https:// (plain http only to a loopback relay, when explicitly allowed)."
+    )]
+    Scheme,
+    /// The link holds a user name or password (`user@host`).
+    #[error("The Human+ invitation link must not carry a user name or password.")]
+    Userinfo,
+    /// The host is not a plain DNS name, a dotted-quad IPv4 address or a
+    /// bracketed IPv6 address.
+    #[error("The Human+ invitation link's host is not a plain DNS name or IP address.")]
+    Host,
+    /// The port is empty, zero, over 65535 or has a leading zero.
+    #[error("The Human+ invitation link's port is malformed.")]
+    Port,
+    /// A path segment is empty, a dot segment, or outside the relay's
+    /// characters.
+    #[error("The Human+ invitation link's path is malformed.")]
+    Path,
+    /// A malformed percent-escape, or one that decodes to a control
+    /// character.
+    #[error("The Human+ invitation link holds a malformed or control-character escape.")]
+    Encoding,
+    /// `session`, `token` or `key` given twice, or `token` beside `key`.
+    #[error("The Human+ invitation link gives the session or the token more than once.")]
+    Duplicate,
+    /// The invitation is split between the query and the fragment, or a
+    /// second `?` or `#` follows the first.
+    #[error(
+        "The Human+ invitation link is ambiguous: the session and token must come once, all in the query or all in the fragment."
+    )]
+    Ambiguous,
+    /// No session id could be found.
+    #[error("The Human+ invitation link names no relay session.")]
+    NoSession,
+    /// No token (`token=` or `key=`) could be found.
+    #[error("The Human+ invitation link carries no token.")]
+    NoToken,
+    /// The session id is not `[A-Za-z0-9_-]{4,64}`.
+    #[error("Human+ relay session id in the link is malformed.")]
+    SessionId,
+    /// The token is not 16 to 512 visible ASCII characters (a `+` in a
+    /// link reads as a space: write it `%2B`).
+    #[error(
+        "Human+ relay token in the link must be 16 to 512 visible ASCII characters (a '+' in a link reads as a space: write %2B)."
+    )]
+    Token,
+    /// The JSON invitation does not have the web page's shape.
+    #[error(
+        "The Human+ JSON invitation needs exactly one each of relay, session and token, as strings."
+    )]
+    Json,
+    /// The JSON invitation's relay is not a base URL (it has a query or a
+    /// fragment).
+    #[error("The Human+ JSON invitation's relay must be a base URL, without query or fragment.")]
+    RelayUrl,
+    /// The JSON invitation's surface id or application is empty, too long
+    /// or holds a control character.
+    #[error(
+        "The Human+ JSON invitation's surface id or application is empty, too long or holds control characters."
+    )]
+    Label,
+    /// The configured relay path is not segments of `[A-Za-z0-9._~-]`.
+    #[error(
+        "Human+ relay path must be segments of letters, digits, '.', '_', '~' or '-', separated by '/'."
+    )]
+    RelayPath,
 }
 
 /// Why an attachment is unauthorized.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ORIGIN};
+use hyper::header::{AUTHORIZATION, HeaderMap, HeaderValue, ORIGIN};
 use hyper::http::response::Builder;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
@@ -153,7 +153,7 @@ async fn post_frame(
         return Ok(cors.injected(status));
     }
     let query = Query::parse(req.uri().query());
-    let token = query.get("token").unwrap_or("").to_owned();
+    let token = token_of(shared, &query, req.headers()).to_owned();
     let client = query.get("client").map(str::to_owned);
     let body = match read_body(shared, req).await {
         Ok(body) => body,
@@ -195,7 +195,7 @@ fn unregister(shared: &Shared, req: &Request<Incoming>, session: &str) -> Respon
         return cors.method_not_allowed();
     }
     let query = Query::parse(req.uri().query());
-    let token = query.get("token").unwrap_or("");
+    let token = token_of(shared, &query, req.headers());
     let now = Instant::now();
     let mut broker = lock(&shared.broker);
     if broker.check(session, token, now) == Err(Denied::SessionGone) {
@@ -227,7 +227,7 @@ async fn events(shared: &Arc<Shared>, req: Request<Incoming>, session: &str) -> 
     {
         return Ok(cors.injected(status));
     }
-    let token = query.get("token").unwrap_or("");
+    let token = token_of(shared, &query, req.headers());
     let direction = Direction::from_query(query.get("direction"));
     let subscribed = lock(&shared.broker).subscribe(
         session,
@@ -284,7 +284,7 @@ async fn poll(shared: &Shared, req: Request<Incoming>, session: &str) -> Answer 
     let direction = Direction::from_query(query.get("direction"));
     let attached = lock(&shared.broker).poll_attach(
         session,
-        query.get("token").unwrap_or(""),
+        token_of(shared, &query, req.headers()),
         direction,
         query.get("subscriber"),
         query.get("client"),
@@ -368,6 +368,27 @@ async fn park(sub: &Subscriber, wait_ms: u64) -> Vec<Arc<str>> {
 }
 
 // ----------------------------------------------------------------- helpers
+
+/// The request's token: the query's `token` when it has one that is not
+/// empty (all the Node relay reads), else, when the relay accepts it, the
+/// `Authorization: Bearer` header's; else empty (a 401 or 410 follows).
+fn token_of<'a>(shared: &Shared, query: &'a Query, headers: &'a HeaderMap) -> &'a str {
+    match query.get("token") {
+        Some(token) if !token.is_empty() => token,
+        _ if shared.bearer_auth => bearer(headers).unwrap_or(""),
+        _ => "",
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme
+/// case-insensitive, as RFC 9110 has it); `None` for any other header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(' '))
+        .then_some(token)
+}
 
 /// Delay and status faults for `leg` (read by `direction`); `Some(status)`
 /// answers at once.
@@ -526,6 +547,25 @@ mod tests {
         assert_eq!(poll_wait_ms(Some("-10")), 0);
         assert_eq!(poll_wait_ms(Some("99999")), 25_000);
         assert_eq!(poll_wait_ms(Some("5.9")), 5);
+    }
+
+    #[test]
+    fn bearer_headers() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        for (value, token) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer  abc", Some("abc")),
+            ("BEARER abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearer a b", None),
+            ("Bearerabc", None),
+        ] {
+            h.insert(AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(bearer(&h), token, "{value:?}");
+        }
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) broker: Mutex<Broker>,
     pub(crate) prefix: String,
     pub(crate) cors: CorsPolicy,
+    /// Whether `Authorization: Bearer` is read where `?token=` is absent.
+    pub(crate) bearer_auth: bool,
     pub(crate) keepalive: Duration,
     pub(crate) body_limit: usize,
     pub(crate) answer_413: bool,
@@ -78,6 +80,7 @@ pub struct RelayServerBuilder {
     poll_idle: Duration,
     keepalive: Duration,
     cors: CorsPolicy,
+    bearer_auth: bool,
     tls: Option<TlsConfig>,
     faults: Faults,
     body_limit: usize,
@@ -95,6 +98,7 @@ impl Default for RelayServerBuilder {
             poll_idle: DEFAULT_POLL_IDLE,
             keepalive: DEFAULT_KEEPALIVE,
             cors: CorsPolicy::Any,
+            bearer_auth: true,
             tls: None,
             faults: Faults::new(),
             body_limit: DEFAULT_BODY_LIMIT,
@@ -113,13 +117,34 @@ impl RelayServerBuilder {
         self
     }
 
-    /// A path prefix every route lives under (default none). One trailing
-    /// `/` is stripped, as the Node relay does.
+    /// A path prefix every route lives under (default none), as the Node
+    /// relay's `--prefix`: with `/agent-relay`, routes are
+    /// `/agent-relay/register`, `/agent-relay/{session}/inbox`, … and
+    /// health answers on `/agent-relay/` too (`/` and `/healthz` stay).
+    /// One trailing `/` is stripped, as the Node relay does; a prefix
+    /// without a leading `/` gets one (the Node relay's would match no
+    /// path at all).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let relay = human_plus_relay::RelayServer::builder()
+    ///     .prefix("agent-relay/")
+    ///     .start()
+    ///     .await?;
+    /// assert!(relay.base_url().ends_with("/agent-relay"));
+    /// relay.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         let mut prefix = prefix.into();
         if prefix.ends_with('/') {
             prefix.pop();
+        }
+        if !prefix.is_empty() && !prefix.starts_with('/') {
+            prefix.insert(0, '/');
         }
         self.prefix = prefix;
         self
@@ -160,6 +185,21 @@ impl RelayServerBuilder {
     #[must_use]
     pub fn cors(mut self, policy: CorsPolicy) -> Self {
         self.cors = policy;
+        self
+    }
+
+    /// Whether a route that reads `?token=` also takes the token from an
+    /// `Authorization: Bearer <token>` header when the query carries none
+    /// (default on). The query's token, when present and not empty, is the
+    /// one read, as on the Node relay. The Node relay reads only the query
+    /// (it lists `authorization` in its CORS headers and ignores it): turn
+    /// this off to be that relay exactly, e.g. to show a client still works
+    /// against it. A browser page can then keep its token out of the URLs
+    /// its `fetch`es show in the console; `EventSource` cannot send a
+    /// header, so its URL still carries the token.
+    #[must_use]
+    pub fn bearer_auth(mut self, accept: bool) -> Self {
+        self.bearer_auth = accept;
         self
     }
 
@@ -218,6 +258,7 @@ impl RelayServerBuilder {
             )),
             prefix: self.prefix.clone(),
             cors: self.cors,
+            bearer_auth: self.bearer_auth,
             keepalive: self.keepalive.max(Duration::from_millis(1)),
             body_limit: self.body_limit,
             answer_413: self.answer_413,

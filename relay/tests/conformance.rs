@@ -209,11 +209,14 @@ async fn inbox_and_outbox_statuses() {
             (r.status, r.json()),
             (401, json!({"error": "invalid_token_or_frame"}))
         );
-        // The token only ever comes from the query string.
+        // A wrong token in the query is not rescued by a right one in the
+        // header: the query's token is the one read, as on the Node relay
+        // (which reads only the query; the header alone is an addition of
+        // this relay, `bearer_auth`, tested in `routing.rs`).
         let r = request(
             addr,
             "POST",
-            &format!("/live/{route}"),
+            &format!("/live/{route}?token=wrongwrongwrongwrong"),
             &[("Authorization", &format!("Bearer {TOKEN}"))],
             good.as_bytes(),
         )

@@ -320,3 +320,384 @@ async fn ids_are_recorded_per_session() {
     assert!(until_marker(&mut a2, 1).await.is_empty());
     relay.shutdown().await;
 }
+
+// ---------------------------------------------------- the prefix (issue 20)
+
+const HEALTH: &str = r#"{"ok":true,"service":"agent-integrations-relay"}"#;
+
+/// Every route of a session, with the method it answers.
+const SESSION_ROUTES: [(&str, &str); 5] = [
+    ("POST", "inbox"),
+    ("POST", "outbox"),
+    ("GET", "events"),
+    ("GET", "poll"),
+    ("POST", "unregister"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefix_moves_every_route_and_nothing_else_is_served() {
+    // As `human-plus relay --prefix agent-relay` builds it: no leading `/`.
+    let relay = RelayServer::builder()
+        .prefix("agent-relay")
+        .start()
+        .await
+        .unwrap();
+    let addr = relay.addr();
+    assert_eq!(
+        relay.base_url(),
+        format!("http://{addr}/agent-relay"),
+        "the base URL carries the prefix"
+    );
+
+    // Health: exactly `/`, `/healthz` and `{prefix}/`, as the Node relay.
+    for path in ["/", "/healthz", "/agent-relay/"] {
+        let r = get(addr, path).await;
+        assert_eq!((r.status, r.text().as_str()), (200, HEALTH), "{path}");
+        r.assert_no_cors();
+    }
+
+    // Every route under the prefix, over real sockets: a page and an agent
+    // exchange a request and its reply.
+    let r = post(
+        addr,
+        "/agent-relay/register",
+        &json!({"session": "pref", "token": TOKEN}).to_string(),
+    )
+    .await;
+    assert_eq!((r.status, r.json()), (200, json!({"ok": true})));
+    r.assert_cors();
+    let mut page = open_events(
+        addr,
+        &format!("/agent-relay/pref/events?token={TOKEN}&direction=inbound"),
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.next_block(SOON).await.as_deref(), Some("retry: 2000"));
+    let first = get(
+        addr,
+        &format!("/agent-relay/pref/poll?token={TOKEN}&direction=outbound&wait=0&client=a"),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    let subscriber = first.json()["subscriber"].as_str().unwrap().to_owned();
+    let joined = page.next_mcp(SOON).await.unwrap();
+    assert_eq!(joined["method"], "notifications/peer_joined");
+    let r = post(
+        addr,
+        &format!("/agent-relay/pref/inbox?token={TOKEN}&client=a"),
+        &request(json!("a-1")).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(page.next_mcp(SOON).await.unwrap()["id"], "a-1");
+    let r = post(
+        addr,
+        &format!("/agent-relay/pref/outbox?token={TOKEN}"),
+        &result(json!("a-1"), "a"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let got = get(
+        addr,
+        &format!(
+            "/agent-relay/pref/poll?token={TOKEN}&direction=outbound&wait=5000&subscriber={subscriber}"
+        ),
+    )
+    .await;
+    let frames = got.json()["frames"].clone();
+    assert_eq!(frames.as_array().map(Vec::len), Some(1), "{frames}");
+    let reply: Value = serde_json::from_str(frames[0].as_str().unwrap()).unwrap();
+    assert_eq!(reply["result"]["for"], "a");
+    // Preflights and wrong methods are answered on every prefixed route.
+    for (method, route) in SESSION_ROUTES {
+        let path = format!("/agent-relay/pref/{route}");
+        let r = request_with(addr, "OPTIONS", &path, &[]).await;
+        assert_eq!(r.status, 204, "OPTIONS {path}");
+        r.assert_cors();
+        let wrong = if method == "GET" { "POST" } else { "GET" };
+        let r = request_with(addr, wrong, &path, &[]).await;
+        assert_eq!(
+            (r.status, r.json()),
+            (405, json!({"error": "method_not_allowed"})),
+            "{wrong} {path}"
+        );
+    }
+
+    // Outside the prefix nothing else answers: the Node relay's 404, with
+    // no CORS headers, for every method, the live session's routes too.
+    let mut outside: Vec<String> = vec![
+        "/register".into(),
+        "/agent-relay".into(),
+        "/agent-relay/healthz".into(),
+        "/agent-relayx/register".into(),
+        "/agent-relay-register".into(),
+        "/x/agent-relay/register".into(),
+        "/agent-relay/agent-relay/register".into(),
+        "/AGENT-RELAY/register".into(),
+        "/healthz?probe=1".into(),
+        "/agent-relay/?probe=1".into(),
+        "/config.json".into(),
+        "/index.html".into(),
+    ];
+    for (_, route) in SESSION_ROUTES {
+        outside.push(format!("/pref/{route}?token={TOKEN}"));
+        outside.push(format!("/agent-relay/pref/{route}/?token={TOKEN}"));
+    }
+    for path in &outside {
+        for method in ["GET", "POST", "OPTIONS"] {
+            let r = common::request(
+                addr,
+                method,
+                path,
+                &[("Content-Type", "application/json")],
+                br#"{"session":"outs","token":"0123456789abcdef0123"}"#,
+            )
+            .await;
+            assert_eq!(
+                (r.status, r.json()),
+                (404, json!({"error": "not_found"})),
+                "{method} {path}"
+            );
+            r.assert_no_cors();
+        }
+    }
+    // A path the WHATWG parser resolves into the prefix is inside it, as on
+    // the Node relay (its `new URL` resolves `..` the same way).
+    let r = get(
+        addr,
+        &format!("/x/../agent-relay/pref/poll?token={TOKEN}&direction=inbound&wait=0"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Nothing outside the prefix registered a session or touched the live one.
+    assert_eq!(relay.sessions(), vec!["pref".to_owned()]);
+    let r = post(
+        addr,
+        &format!("/agent-relay/pref/unregister?token={TOKEN}"),
+        "",
+    )
+    .await;
+    assert_eq!((r.status, r.json()), (200, json!({"ok": true})));
+    assert!(relay.sessions().is_empty());
+    relay.shutdown().await;
+}
+
+/// A request with extra headers and no body.
+async fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> RawResponse {
+    common::request(addr, method, path, headers, b"").await
+}
+
+// ------------------------------------ the token in a header (issue 20)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_may_come_in_a_bearer_header_on_every_route_that_reads_it() {
+    let relay = RelayServer::builder()
+        .prefix("/agent-relay")
+        .cors(human_plus_relay::CorsPolicy::parse("http://127.0.0.1:9").unwrap())
+        .start()
+        .await
+        .unwrap();
+    let addr = relay.addr();
+    let bearer = format!("Bearer {TOKEN}");
+    let auth: &[(&str, &str)] = &[("Authorization", &bearer)];
+    let wrong: &[(&str, &str)] = &[("Authorization", "Bearer wrongwrongwrongwrong")];
+    assert_eq!(
+        post(
+            addr,
+            "/agent-relay/register",
+            &json!({"session": "hdr1", "token": TOKEN}).to_string()
+        )
+        .await
+        .status,
+        200
+    );
+
+    // The page's receive legs with no token in their URL.
+    let mut page = RawReader::send(
+        TcpStream::connect(addr).await.unwrap(),
+        addr,
+        "GET",
+        "/agent-relay/hdr1/events?direction=inbound",
+        auth,
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(page.head(SOON).await.unwrap().0, 200);
+    assert_eq!(page.next_block(SOON).await.as_deref(), Some("retry: 2000"));
+    let r = request_with(
+        addr,
+        "GET",
+        "/agent-relay/hdr1/poll?direction=inbound&wait=0",
+        auth,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // An agent's leg and its request, the token in the header.
+    let r = request_with(
+        addr,
+        "GET",
+        "/agent-relay/hdr1/poll?direction=outbound&wait=0&client=h",
+        auth,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let subscriber = r.json()["subscriber"].as_str().unwrap().to_owned();
+    let mut headers = auth.to_vec();
+    headers.push(("Content-Type", "application/json"));
+    let r = common::request(
+        addr,
+        "POST",
+        "/agent-relay/hdr1/inbox?client=h",
+        &headers,
+        request(json!("h-1")).to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!((r.status, r.json()), (200, json!({"ok": true})));
+    let got = loop {
+        let frame = page.next_mcp(SOON).await.unwrap();
+        if frame["id"] == "h-1" {
+            break frame;
+        }
+    };
+    assert_eq!(got["method"], "tools/list");
+    let r = common::request(
+        addr,
+        "POST",
+        "/agent-relay/hdr1/outbox",
+        &headers,
+        result(json!("h-1"), "h").as_bytes(),
+    )
+    .await;
+    assert_eq!((r.status, r.json()), (200, json!({"ok": true})));
+    let r = request_with(
+        addr,
+        "GET",
+        &format!("/agent-relay/hdr1/poll?direction=outbound&wait=5000&subscriber={subscriber}"),
+        auth,
+    )
+    .await;
+    assert!(r.text().contains("h-1"), "{}", r.text());
+
+    // The status rules hold for the header's token: wrong on a live
+    // session 401 (never 410), any token on an unknown session 410.
+    for (method, route) in SESSION_ROUTES {
+        if route == "unregister" {
+            continue;
+        }
+        let path = format!("/agent-relay/hdr1/{route}?direction=outbound&wait=0");
+        let r = common::request(
+            addr,
+            method,
+            &path,
+            wrong,
+            br#"{"jsonrpc":"2.0","method":"x"}"#,
+        )
+        .await;
+        assert_eq!(r.status, 401, "{method} {path}");
+        let path = format!("/agent-relay/nosuch/{route}?direction=outbound&wait=0");
+        let r = common::request(
+            addr,
+            method,
+            &path,
+            auth,
+            br#"{"jsonrpc":"2.0","method":"x"}"#,
+        )
+        .await;
+        assert_eq!(r.status, 410, "{method} {path}");
+    }
+    let r = request_with(addr, "POST", "/agent-relay/hdr1/unregister", wrong).await;
+    assert_eq!(
+        (r.status, r.json()),
+        (401, json!({"error": "invalid_token"}))
+    );
+    // The query's token, when there is one, is the one read.
+    let r = request_with(
+        addr,
+        "GET",
+        "/agent-relay/hdr1/poll?token=wrongwrongwrongwrong&direction=inbound&wait=0",
+        auth,
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    // Only the Bearer scheme.
+    let basic = format!("Basic {TOKEN}");
+    let r = request_with(
+        addr,
+        "GET",
+        "/agent-relay/hdr1/poll?direction=inbound&wait=0",
+        &[("Authorization", &basic)],
+    )
+    .await;
+    assert_eq!(r.status, 401);
+
+    // A page on a listed origin may send the header: the preflight says so.
+    let r = request_with(
+        addr,
+        "OPTIONS",
+        "/agent-relay/hdr1/poll",
+        &[
+            ("Origin", "http://127.0.0.1:9"),
+            ("Access-Control-Request-Method", "GET"),
+            ("Access-Control-Request-Headers", "authorization"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://127.0.0.1:9")
+    );
+    assert!(
+        r.header("access-control-allow-headers")
+            .unwrap()
+            .split(", ")
+            .any(|h| h == "authorization"),
+        "{r:?}"
+    );
+
+    // Unregister with the header ends the session.
+    let r = request_with(addr, "POST", "/agent-relay/hdr1/unregister", auth).await;
+    assert_eq!((r.status, r.json()), (200, json!({"ok": true})));
+    assert!(relay.sessions().is_empty());
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_bearer_auth_the_header_is_ignored_as_on_the_node_relay() {
+    let relay = RelayServer::builder()
+        .bearer_auth(false)
+        .start()
+        .await
+        .unwrap();
+    let addr = relay.addr();
+    assert_eq!(register(addr, "hdr2", TOKEN).await.status, 200);
+    let bearer = format!("Bearer {TOKEN}");
+    let auth: &[(&str, &str)] = &[("Authorization", &bearer)];
+    for (method, route) in SESSION_ROUTES {
+        let path = format!("/hdr2/{route}?direction=inbound&wait=0");
+        let r = common::request(
+            addr,
+            method,
+            &path,
+            auth,
+            br#"{"jsonrpc":"2.0","method":"x"}"#,
+        )
+        .await;
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.text());
+    }
+    // The query still works, and the session is still there.
+    let r = get(
+        addr,
+        &format!("/hdr2/poll?token={TOKEN}&direction=inbound&wait=0"),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(relay.sessions(), vec!["hdr2".to_owned()]);
+    relay.shutdown().await;
+}

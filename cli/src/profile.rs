@@ -1,0 +1,448 @@
+//! Profiles: what `human-plus join` saves, and `--profile NAME` reads.
+//!
+//! A profile is a directory, `<config>/profiles/NAME/`, where `<config>` is
+//! `$HUMAN_PLUS_CONFIG_DIR`, else `$XDG_CONFIG_HOME/human-plus`, else
+//! `~/.config/human-plus` (`%APPDATA%\human-plus` on Windows). It holds:
+//!
+//! * `profile.json`: the invitation without its token (relay, session,
+//!   surface, application), trust (the allowlist) and egress;
+//! * `token`: the relay token alone, readable by the user only (0600); a
+//!   profile whose token file grants the group or others anything is
+//!   refused, as ssh refuses such a key;
+//! * `pins.json`: `{"name": "sha256:..."}`, when the person pinned the
+//!   definitions they reviewed.
+//!
+//! Every file is written to a temporary file in the same directory and
+//! renamed into place; the directory is created readable by the user only.
+//! The rules (names, permissions) are the core's; this module reads and
+//! writes the files.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use human_plus_core::{IpNet, is_valid_profile_name, token_file_mode_is_private};
+use serde::{Deserialize, Serialize};
+
+use crate::args::{AuthMode, EgressArgs};
+use crate::exit::Failure;
+
+/// The environment variable that overrides the configuration directory.
+pub const CONFIG_DIR_ENV: &str = "HUMAN_PLUS_CONFIG_DIR";
+
+/// The profile document's version.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// The profile file's name inside a profile directory.
+pub const PROFILE_FILE: &str = "profile.json";
+/// The token file's name inside a profile directory.
+pub const TOKEN_FILE: &str = "token";
+/// The pins file's name inside a profile directory.
+pub const PINS_FILE: &str = "pins.json";
+
+/// `profile.json`: everything but the token and the pins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The document's version, [`PROFILE_VERSION`].
+    pub version: u32,
+    /// The relay's base URL.
+    pub relay: String,
+    /// The relay session id.
+    pub session: String,
+    /// The surface id.
+    pub surface: String,
+    /// The application name.
+    pub application: String,
+    /// The tools trusted (an allowlist, never "every tool").
+    pub allow: Vec<String>,
+    /// Egress.
+    pub egress: ProfileEgress,
+}
+
+/// A profile's egress: what the flags of the same names say.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileEgress {
+    /// `--allow-host`.
+    #[serde(default)]
+    pub allow_host: Vec<String>,
+    /// `--allow-port`.
+    #[serde(default)]
+    pub allow_port: Vec<u16>,
+    /// `--egress-proxy` (never with credentials).
+    #[serde(default)]
+    pub egress_proxy: Option<String>,
+    /// `--proxy-auth-file` (the path, never the credentials).
+    #[serde(default)]
+    pub proxy_auth_file: Option<PathBuf>,
+    /// `--allow-unverified-egress`.
+    #[serde(default)]
+    pub allow_unverified_egress: bool,
+    /// `--allow-insecure-loopback`.
+    #[serde(default)]
+    pub allow_insecure_loopback: bool,
+    /// `--allow-address` (CIDRs).
+    #[serde(default)]
+    pub allow_address: Vec<String>,
+    /// `--ca-cert`.
+    #[serde(default)]
+    pub ca_cert: Option<PathBuf>,
+    /// `--auth`: `query` or `bearer`.
+    #[serde(default)]
+    pub auth: Option<String>,
+}
+
+impl ProfileEgress {
+    /// The egress of these flags, paths made absolute so the profile works
+    /// from any directory.
+    #[must_use]
+    pub fn from_args(args: &EgressArgs) -> Self {
+        ProfileEgress {
+            allow_host: args.allow_host.clone(),
+            allow_port: args.allow_port.clone(),
+            egress_proxy: args.egress_proxy.clone(),
+            proxy_auth_file: args.proxy_auth_file.as_deref().map(absolute),
+            allow_unverified_egress: args.allow_unverified_egress,
+            allow_insecure_loopback: args.allow_insecure_loopback,
+            allow_address: args.allow_address.iter().map(IpNet::to_string).collect(),
+            ca_cert: args.ca_cert.as_deref().map(absolute),
+            auth: args.auth.map(|a| match a {
+                AuthMode::Query => "query".to_owned(),
+                AuthMode::Bearer => "bearer".to_owned(),
+            }),
+        }
+    }
+
+    /// These flags over this profile's egress: a flag that is given wins
+    /// (a list replaces the profile's list; a switch that is on stays on).
+    ///
+    /// # Errors
+    /// A usage failure for an `auth` the profile cannot hold.
+    pub fn under(&self, flags: &EgressArgs) -> Result<EgressArgs, Failure> {
+        let or = |flag: &Vec<String>, profile: &Vec<String>| {
+            if flag.is_empty() {
+                profile.clone()
+            } else {
+                flag.clone()
+            }
+        };
+        let auth = match (flags.auth, self.auth.as_deref()) {
+            (Some(a), _) => Some(a),
+            (None, None) => None,
+            (None, Some("query")) => Some(AuthMode::Query),
+            (None, Some("bearer")) => Some(AuthMode::Bearer),
+            (None, Some(_)) => {
+                return Err(Failure::usage(
+                    "the profile's egress.auth must be \"query\" or \"bearer\"",
+                ));
+            }
+        };
+        Ok(EgressArgs {
+            allow_host: or(&flags.allow_host, &self.allow_host),
+            allow_port: if flags.allow_port.is_empty() {
+                self.allow_port.clone()
+            } else {
+                flags.allow_port.clone()
+            },
+            egress_proxy: flags
+                .egress_proxy
+                .clone()
+                .or_else(|| self.egress_proxy.clone()),
+            proxy_auth_file: flags
+                .proxy_auth_file
+                .clone()
+                .or_else(|| self.proxy_auth_file.clone()),
+            allow_unverified_egress: flags.allow_unverified_egress || self.allow_unverified_egress,
+            allow_insecure_loopback: flags.allow_insecure_loopback || self.allow_insecure_loopback,
+            allow_address: if flags.allow_address.is_empty() {
+                self.allow_address
+                    .iter()
+                    .map(|n| {
+                        n.parse::<IpNet>().map_err(|_| {
+                            Failure::usage(format!(
+                                "the profile's egress.allow_address [{}] is not a CIDR",
+                                crate::exit::printable(n)
+                            ))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            } else {
+                flags.allow_address.clone()
+            },
+            ca_cert: flags.ca_cert.clone().or_else(|| self.ca_cert.clone()),
+            auth,
+        })
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The configuration directory: `$HUMAN_PLUS_CONFIG_DIR`, else
+/// `$XDG_CONFIG_HOME/human-plus`, else `~/.config/human-plus` (on Windows
+/// `%APPDATA%\human-plus`).
+///
+/// # Errors
+/// A usage failure when none of them can be found.
+pub fn config_dir() -> Result<PathBuf, Failure> {
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = env(CONFIG_DIR_ENV) {
+        return Ok(dir);
+    }
+    if let Some(dir) = env("XDG_CONFIG_HOME").filter(|d| d.is_absolute()) {
+        return Ok(dir.join("human-plus"));
+    }
+    if cfg!(windows)
+        && let Some(dir) = env("APPDATA")
+    {
+        return Ok(dir.join("human-plus"));
+    }
+    if let Some(home) = env("HOME") {
+        return Ok(home.join(".config").join("human-plus"));
+    }
+    Err(Failure::usage("cannot find a configuration directory")
+        .with_hint(format!("set {CONFIG_DIR_ENV} or HOME")))
+}
+
+/// The directory of profile `name`.
+///
+/// # Errors
+/// A usage failure for a malformed name, or as [`config_dir`].
+pub fn profile_dir(name: &str) -> Result<PathBuf, Failure> {
+    if !is_valid_profile_name(name) {
+        return Err(Failure::usage(format!(
+            "profile name [{}] must be 1 to 64 letters, digits, '_' or '-'",
+            crate::exit::printable(name)
+        )));
+    }
+    Ok(config_dir()?.join("profiles").join(name))
+}
+
+/// A profile read from its directory.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// `profile.json`.
+    pub profile: Profile,
+    /// `pins.json`, when it exists.
+    pub pins: Option<BTreeMap<String, String>>,
+}
+
+impl Loaded {
+    /// The token file's path.
+    #[must_use]
+    pub fn token_path(&self) -> PathBuf {
+        self.dir.join(TOKEN_FILE)
+    }
+}
+
+/// Reads profile `name` (not its token: [`read_token`]).
+///
+/// # Errors
+/// A usage failure when it does not exist or cannot be read.
+pub fn load(name: &str) -> Result<Loaded, Failure> {
+    let dir = profile_dir(name)?;
+    let file = dir.join(PROFILE_FILE);
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read profile {name} ({}): {e}",
+            file.display()
+        ))
+        .with_hint("`human-plus join --name NAME` writes a profile from the link a person shared")
+    })?;
+    let profile: Profile = serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("profile {name} ({}): {e}", file.display())))?;
+    if profile.version != PROFILE_VERSION {
+        return Err(Failure::usage(format!(
+            "profile {name} has version {}, this human-plus reads version {PROFILE_VERSION}",
+            profile.version
+        )));
+    }
+    let pins_path = dir.join(PINS_FILE);
+    let pins = if pins_path.exists() {
+        Some(crate::connect::read_pins(&pins_path)?)
+    } else {
+        None
+    };
+    Ok(Loaded { dir, profile, pins })
+}
+
+/// Reads a profile's token file, refusing one whose permissions let the
+/// group or others read or write it (ssh's rule for a private key).
+///
+/// # Errors
+/// A usage failure when it cannot be read, is not private, or is empty.
+pub fn read_token(path: &Path) -> Result<String, Failure> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read the profile's token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    if let Some(mode) = unix_mode(&meta)
+        && !token_file_mode_is_private(mode)
+    {
+        return Err(Failure::usage(format!(
+            "the profile's token file {} is accessible by others (mode {:04o}); it is not used",
+            path.display(),
+            mode & 0o7777
+        ))
+        .with_hint(format!("chmod 600 {}", path.display())));
+    }
+    crate::connect::read_token(Some(path))
+}
+
+#[cfg(unix)]
+fn unix_mode(meta: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    Some(meta.permissions().mode())
+}
+
+#[cfg(not(unix))]
+fn unix_mode(_meta: &std::fs::Metadata) -> Option<u32> {
+    None
+}
+
+/// Writes `contents` to `path` atomically: a temporary file in the same
+/// directory (created with `mode` on Unix), flushed to disk, renamed over
+/// `path`.
+///
+/// # Errors
+/// The I/O error, as a failure naming the file.
+pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Failure> {
+    let fail =
+        |e: std::io::Error| Failure::internal(format!("cannot write {}: {e}", path.display()));
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{file_name}.human-plus-{}-{}.tmp",
+        std::process::id(),
+        crate::demo::random_hex(4)
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let written = (|| {
+        let mut f = options.open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    Ok(())
+}
+
+/// Creates `dir` (and its parents) readable by the user only.
+///
+/// # Errors
+/// The I/O error, as a failure naming the directory.
+pub fn create_private_dir(dir: &Path) -> Result<(), Failure> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .map_err(|e| Failure::internal(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Saves profile `name`: `profile.json`, `token` (0600) and `pins.json`
+/// (or removes a stale one when `pins` is `None`). Returns its directory.
+///
+/// # Errors
+/// A failure naming the file that could not be written.
+pub fn save(
+    name: &str,
+    profile: &Profile,
+    token: &str,
+    pins: Option<&BTreeMap<String, String>>,
+) -> Result<PathBuf, Failure> {
+    let dir = profile_dir(name)?;
+    create_private_dir(&dir)?;
+    let mut doc = serde_json::to_string_pretty(profile)
+        .map_err(|e| Failure::internal(format!("cannot encode the profile: {e}")))?;
+    doc.push('\n');
+    write_atomic(
+        &dir.join(TOKEN_FILE),
+        format!("{token}\n").as_bytes(),
+        0o600,
+    )?;
+    write_atomic(&dir.join(PROFILE_FILE), doc.as_bytes(), 0o600)?;
+    let pins_path = dir.join(PINS_FILE);
+    match pins {
+        Some(pins) => {
+            let mut text = serde_json::to_string_pretty(pins)
+                .map_err(|e| Failure::internal(format!("cannot encode the pins: {e}")))?;
+            text.push('\n');
+            write_atomic(&pins_path, text.as_bytes(), 0o600)?;
+        }
+        None => {
+            if pins_path.exists() {
+                std::fs::remove_file(&pins_path).map_err(|e| {
+                    Failure::internal(format!("cannot remove {}: {e}", pins_path.display()))
+                })?;
+            }
+        }
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_profile() {
+        let profile = ProfileEgress {
+            allow_host: vec!["relay.example".into()],
+            allow_port: vec![8443],
+            egress_proxy: Some("http://proxy:3128".into()),
+            allow_unverified_egress: false,
+            auth: Some("bearer".into()),
+            ..ProfileEgress::default()
+        };
+        let none = EgressArgs::default();
+        let merged = profile.under(&none).unwrap();
+        assert_eq!(merged.allow_host, ["relay.example"]);
+        assert_eq!(merged.allow_port, [8443]);
+        assert_eq!(merged.auth, Some(AuthMode::Bearer));
+        let flags = EgressArgs {
+            allow_port: vec![443],
+            egress_proxy: Some("http://other:3128".into()),
+            auth: Some(AuthMode::Query),
+            ..EgressArgs::default()
+        };
+        let merged = profile.under(&flags).unwrap();
+        assert_eq!(merged.allow_host, ["relay.example"]);
+        assert_eq!(merged.allow_port, [443]);
+        assert_eq!(merged.egress_proxy.as_deref(), Some("http://other:3128"));
+        assert_eq!(merged.auth, Some(AuthMode::Query));
+        let odd = ProfileEgress {
+            auth: Some("cookie".into()),
+            ..ProfileEgress::default()
+        };
+        assert!(odd.under(&none).is_err());
+    }
+}

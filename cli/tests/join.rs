@@ -1,0 +1,633 @@
+//! `human-plus join`, `--profile`, `--invitation-file` and
+//! `HUMAN_PLUS_INVITATION`, over real sockets against the embedded relay
+//! and demo surface: the link a person shares becomes a profile, the
+//! profile drives the other commands, a hostile link is refused before any
+//! byte leaves (on every runtime), and the token is in no output and no
+//! file but its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, COMMAND_TIMEOUT, Env, Run};
+
+/// A fresh scratch directory under the system's temporary directory.
+fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hp-{what}-{}", common::random_hex(6)));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs the binary with `stdin` as its standard input, these environment
+/// variables, and no ambient token, link, log level or config directory.
+fn run_input(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("HUMAN_PLUS_PROXY_AUTH")
+        .env_remove("HUMAN_PLUS_INVITATION")
+        .env_remove("HUMAN_PLUS_LOG")
+        .env_remove("HUMAN_PLUS_CONFIG_DIR")
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        // A command that refuses early may close its stdin first.
+        let _ = pipe.write_all(input.as_bytes());
+    }
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "human-plus {args:?} did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// The loopback development flags for `env`'s relay.
+fn loopback_egress(env: &Env) -> Vec<String> {
+    [
+        "--allow-insecure-loopback",
+        "--allow-unverified-egress",
+        "--allow-host",
+        "127.0.0.1",
+        "--allow-port",
+        &env.port.to_string(),
+        "--timeout",
+        "60",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[cfg(unix)]
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// What a new user does: the link on standard input, `join --yes --pin
+/// --name X`, then `tools` and `call` from the profile alone.
+#[test]
+fn join_writes_a_profile_that_the_other_commands_use() {
+    let env = Env::default_surface();
+    let config = scratch("join-config");
+    let config_s = config.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    // The relay session URL form, with a route suffix, as a person may
+    // copy it from a relay's log.
+    let link = format!("{}/{}/events?token={}\n", env.base, env.session, env.token);
+    let mut args = vec!["join", "--yes", "--pin", "--name", "sheet-one"];
+    let egress = loopback_egress(&env);
+    args.extend(strs(&egress));
+    let run = run_input(&args, Some(&link), &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    run.assert_no_secret(&env.token);
+    // It showed the relay, session and egress, the tools with digests and
+    // the withheld confirmation tool with its reason.
+    assert!(
+        run.stdout.contains(&format!("session: {}", env.session)),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains(&format!("port {}", env.port)),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("sheet_set_cell      sha256:"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("sheet_confirm_edit  reserved for the person"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("claude mcp add sheet-one -e HUMAN_PLUS_CONFIG_DIR="),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("-- human-plus mcp --profile sheet-one"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("\"mcpServers\""), "{run:?}");
+    assert!(run.stdout.contains("\"type\":\"stdio\""), "{run:?}");
+
+    let dir = config.join("profiles").join("sheet-one");
+    let token_file = dir.join("token");
+    assert_eq!(
+        std::fs::read_to_string(&token_file).unwrap().trim(),
+        env.token
+    );
+    #[cfg(unix)]
+    assert_eq!(mode(&token_file), 0o600);
+    for file in files_under(&config) {
+        if file != token_file {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(!text.contains(&env.token), "the token is in {file:?}");
+        }
+    }
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(profile["session"], env.session.as_str());
+    assert_eq!(profile["relay"], env.base.as_str());
+    let allow: Vec<&str> = profile["allow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(allow.contains(&"sheet_set_cell") && !allow.contains(&"sheet_confirm_edit"));
+    let pins: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("pins.json")).unwrap()).unwrap();
+    assert!(
+        pins["sheet_set_cell"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+
+    // The profile alone drives the other commands: no token in the
+    // environment, no relay flags.
+    let run = run_input(&["tools", "--profile", "sheet-one"], None, &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("sheet_get_cell"), "{run:?}");
+    run.assert_no_secret(&env.token);
+    let run = run_input(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"A1"}"#,
+            "--profile",
+            "sheet-one",
+        ],
+        None,
+        &cfg,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("revision "), "{run:?}");
+    run.assert_no_secret(&env.token);
+    // Flags override the profile: a narrower allowlist.
+    let run = run_input(
+        &[
+            "tools",
+            "--profile",
+            "sheet-one",
+            "--allow",
+            "sheet_get_cell",
+        ],
+        None,
+        &cfg,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("admitted (1)"), "{run:?}");
+    // ... but never its relay: the token would go elsewhere.
+    let run = run_input(
+        &[
+            "tools",
+            "--profile",
+            "sheet-one",
+            "--relay",
+            "https://elsewhere.example",
+            "--session",
+            "other1",
+        ],
+        None,
+        &cfg,
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+
+    // HUMAN_PLUS_LOG works for the one-shot commands, and never shows the
+    // token.
+    let mut logged = cfg.to_vec();
+    logged.push(("HUMAN_PLUS_LOG", "trace"));
+    let run = run_input(&["changes", "--profile", "sheet-one"], None, &logged);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("DEBUG") && run.stderr.contains("relay request"),
+        "logged: {run:?}"
+    );
+    run.assert_no_secret(&env.token);
+
+    // A token file others can read is refused, as ssh refuses such a key.
+    #[cfg(unix)]
+    {
+        chmod(&token_file, 0o644);
+        let run = run_input(&["tools", "--profile", "sheet-one"], None, &cfg);
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains("accessible by others"), "{run:?}");
+        assert!(run.stderr.contains("chmod 600"), "{run:?}");
+        run.assert_no_secret(&env.token);
+        chmod(&token_file, 0o640);
+        let run = run_input(&["mcp", "--profile", "sheet-one"], None, &cfg);
+        assert_eq!(run.code, 2, "{run:?}");
+        chmod(&token_file, 0o600);
+    }
+    let run = run_input(&["tools", "--profile", "no-such-profile"], None, &cfg);
+    assert_eq!(run.code, 2, "{run:?}");
+    let run = run_input(&["tools", "--profile", "../escape"], None, &cfg);
+    assert_eq!(run.code, 2, "{run:?}");
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// The fragment form `buildShareUrl` mints, with the relay at the page's
+/// origin (`--relay-path ""`), from HUMAN_PLUS_INVITATION; and the page's
+/// JSON from --invitation-file, straight into `tools`.
+#[test]
+fn the_fragment_link_and_the_pages_json() {
+    let env = Env::default_surface();
+    let config = scratch("join-fragment");
+    let config_s = config.to_str().unwrap().to_owned();
+    let link = format!(
+        "{}/whiteboard#session={}&token={}",
+        env.base, env.session, env.token
+    );
+    let egress = loopback_egress(&env);
+    let mut args = vec!["join", "--yes", "--relay-path", "", "--name", "frag"];
+    args.extend(strs(&egress));
+    let run = run_input(
+        &args,
+        None,
+        &[
+            ("HUMAN_PLUS_CONFIG_DIR", config_s.as_str()),
+            ("HUMAN_PLUS_INVITATION", link.as_str()),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("Invitation (fragment link)"), "{run:?}");
+    assert!(run.stdout.contains("no pins"), "{run:?}");
+    assert!(!config.join("profiles/frag/pins.json").exists());
+    run.assert_no_secret(&env.token);
+
+    let json = format!(
+        r#"{{"relay":"{}","session":"{}","token":"{}","surfaceId":"sheet:web","application":"human-plus-web"}}"#,
+        env.base, env.session, env.token
+    );
+    let file = config.join("invitation.json");
+    std::fs::write(&file, &json).unwrap();
+    let mut args = vec![
+        "call",
+        "sheet_get_cell",
+        r#"{"address":"A1"}"#,
+        "--every-tool",
+        "--invitation-file",
+        file.to_str().unwrap(),
+    ];
+    args.extend(strs(&egress));
+    let run = run_input(&args, None, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("source=\"human-plus:sheet:web\""),
+        "{run:?}"
+    );
+    run.assert_no_secret(&env.token);
+    // A link and a token file at once is ambiguous.
+    let token_file = config.join("token");
+    std::fs::write(&token_file, &env.token).unwrap();
+    args.extend(["--token-file", token_file.to_str().unwrap()]);
+    let run = run_input(&args, None, &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// Without a terminal join asks nothing: without --yes it saves nothing,
+/// and egress not declared by flags is refused (exit 3) before any byte
+/// leaves.
+#[test]
+fn without_yes_nothing_is_accepted() {
+    let env = Env::default_surface();
+    let config = scratch("join-no");
+    let config_s = config.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    let link = format!("{}/{}?token={}", env.base, env.session, env.token);
+    // Egress declared by flags, but no --yes: discovery runs, nothing is
+    // saved.
+    let egress = loopback_egress(&env);
+    let mut args = vec!["join", "--name", "nope"];
+    args.extend(strs(&egress));
+    let run = run_input(&args, Some(&link), &cfg);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--yes"), "{run:?}");
+    assert!(!config.join("profiles/nope").exists());
+    // Egress not declared and not accepted: refused before discovery.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let link = format!(
+        "http://127.0.0.1:{port}/{}?token={}",
+        env.session, env.token
+    );
+    let run = run_input(
+        &[
+            "join",
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+        ],
+        Some(&link),
+        &cfg,
+    );
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("--allow-host 127.0.0.1"), "{run:?}");
+    assert!(listener.accept().is_err(), "a connection was made");
+    run.assert_no_secret(&env.token);
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// `--write-config` merges into a client's file that already has other
+/// servers: they survive, a backup exists, the token is in no config file
+/// and no output line.
+#[test]
+fn write_config_keeps_other_servers() {
+    let env = Env::default_surface();
+    let config = scratch("join-write");
+    let config_s = config.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    let link = format!("{}/{}?token={}", env.base, env.session, env.token);
+    let egress = loopback_egress(&env);
+    for (client, key, path) in [
+        ("cursor", "mcpServers", config.join("cursor/mcp.json")),
+        ("vscode", "servers", config.join("Code/User/mcp.json")),
+        (
+            "claude-desktop",
+            "mcpServers",
+            config.join("claude_desktop_config.json"),
+        ),
+    ] {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let before = serde_json::json!({
+            "theme": "dark",
+            key: {
+                "other": {"command": "other-server", "args": ["--x"]},
+                "another": {"command": "npx", "args": ["-y", "mcp-relay-client"]}
+            }
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&before).unwrap()).unwrap();
+        #[cfg(unix)]
+        chmod(&path, 0o640);
+        let mut args = vec![
+            "join",
+            "--yes",
+            "--pin",
+            "--name",
+            "fancy",
+            "--write-config",
+            client,
+            "--config-path",
+            path.to_str().unwrap(),
+        ];
+        args.extend(strs(&egress));
+        let run = run_input(&args, Some(&link), &cfg);
+        assert_eq!(run.code, 0, "{client}: {run:?}");
+        run.assert_no_secret(&env.token);
+        assert!(
+            run.stdout.contains("the previous file is kept as"),
+            "{run:?}"
+        );
+        let after: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(after["theme"], "dark", "{client}");
+        assert_eq!(after[key]["other"]["command"], "other-server", "{client}");
+        assert_eq!(
+            after[key]["another"]["args"][1], "mcp-relay-client",
+            "{client}"
+        );
+        let entry = &after[key]["fancy"];
+        assert_eq!(
+            entry["args"],
+            serde_json::json!(["mcp", "--profile", "fancy"])
+        );
+        assert!(
+            entry["command"].as_str().unwrap().ends_with("human-plus"),
+            "{entry}"
+        );
+        assert_eq!(entry["env"]["HUMAN_PLUS_CONFIG_DIR"], config_s.as_str());
+        assert_eq!(entry.get("type").is_some(), client == "vscode", "{client}");
+        #[cfg(unix)]
+        assert_eq!(mode(&path), 0o640, "the file keeps its permissions");
+        // The backup is the file as it was.
+        let backups: Vec<PathBuf> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().ends_with(".bak"))
+            .collect();
+        assert_eq!(backups.len(), 1, "{backups:?}");
+        let backup: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&backups[0]).unwrap()).unwrap();
+        assert_eq!(backup, before);
+        // No temporary file is left behind.
+        for p in std::fs::read_dir(path.parent().unwrap()).unwrap() {
+            let p = p.unwrap().path();
+            assert!(!p.to_str().unwrap().ends_with(".tmp"), "{p:?}");
+        }
+    }
+    // The token is in no file but the profile's token file.
+    let token_file = config.join("profiles/fancy/token");
+    for file in files_under(&config) {
+        if file != token_file {
+            assert!(
+                !std::fs::read_to_string(&file).unwrap().contains(&env.token),
+                "the token is in {file:?}"
+            );
+        }
+    }
+    // A file that is not a JSON object is left alone.
+    let bad = config.join("broken.json");
+    std::fs::write(&bad, "// a comment\n{}").unwrap();
+    let mut args = vec![
+        "join",
+        "--yes",
+        "--name",
+        "fancy2",
+        "--write-config",
+        "cursor",
+        "--config-path",
+        bad.to_str().unwrap(),
+    ];
+    args.extend(strs(&egress));
+    let run = run_input(&args, Some(&link), &cfg);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), "// a comment\n{}");
+    run.assert_no_secret(&env.token);
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// A link is never a flag value or an argument: refused with exit 2, and
+/// the refusal does not repeat it.
+#[test]
+fn a_link_on_the_command_line_is_refused() {
+    let token = format!("tok{}", common::random_hex(16));
+    let link = format!("https://app.example/page#session=abcd1234&token={token}");
+    for args in [
+        vec!["join", "--invitation", link.as_str()],
+        vec!["join", "--link", link.as_str()],
+        vec!["join", link.as_str()],
+        vec!["tools", "--every-tool", "--invitation", link.as_str()],
+        vec!["mcp", "--link", link.as_str()],
+        vec!["call", "x", "--invitation", link.as_str()],
+    ] {
+        let run = run_input(&args, None, &[]);
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains("process list"), "{args:?}: {run:?}");
+        run.assert_no_secret(&token);
+    }
+}
+
+/// The hostile links, each refused before any byte leaves: through `join`
+/// (standard input) and through `tools --invitation-file`, on every
+/// runtime. A listening socket on the port every link names sees no
+/// connection.
+#[test]
+fn hostile_links_are_refused_before_any_byte_leaves() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let p = listener.local_addr().unwrap().port();
+    let t = format!("tok{}", common::random_hex(16));
+    let s = "sess_hostile";
+    let long = "a".repeat(5000);
+    let cases: Vec<(String, i32)> = vec![
+        (format!("http://user:pw@127.0.0.1:{p}/{s}?token={t}"), 2),
+        (format!("http://@127.0.0.1:{p}/{s}?token={t}"), 2),
+        (
+            format!("http://127.0.0.1:{p}\\@evil.example/{s}?token={t}"),
+            2,
+        ),
+        (format!("http://127.0.0.1:{p}/{s}?token={t}&token={t}"), 2),
+        (format!("http://127.0.0.1:{p}/{s}?token={t}&key={t}"), 2),
+        (format!("http://127.0.0.1:{p}/{s}?token=%00{t}"), 2),
+        (
+            format!("http://127.0.0.1:{p}/{s}?token={t}%0d%0aX-Evil:%201"),
+            2,
+        ),
+        (format!("http://127.0.0.1:{p}/{s}?token={t}\u{1}"), 2),
+        (format!("http://127.0.0.1:{p}/{s}?token={t}&pad={long}"), 2),
+        (format!("http://127.0.0.1:0{p}/{s}?token={t}"), 2),
+        (format!("http://0x7f.1:{p}/{s}?token={t}"), 2),
+        (format!("http://127.1:{p}/{s}?token={t}"), 2),
+        (format!("http://2130706433:{p}/{s}?token={t}"), 2),
+        (format!("http://localhost.:{p}/{s}?token={t}"), 2),
+        (format!("http://[::ffff:127.0.0.1]:{p}/{s}?token={t}"), 2),
+        (format!("http://127.0.0.1:{p}/?session={s}#token={t}"), 2),
+        (
+            format!("http://127.0.0.1:{p}/agent-relay/../{s}?token={t}"),
+            2,
+        ),
+        (format!("http://127.0.0.1:{p}/{s}?token=short"), 2),
+        (format!("HTTP://127.0.0.1:{p}/{s}?token={t}"), 2),
+        (format!("javascript://127.0.0.1:{p}/{s}?token={t}"), 2),
+        (
+            format!(r#"{{"relay":"http://127.0.0.1:{p}?x=1","session":"{s}","token":"{t}"}}"#),
+            2,
+        ),
+        (
+            format!(
+                r#"{{"relay":"http://127.0.0.1:{p}","session":"{s}","session":"x{s}","token":"{t}"}}"#
+            ),
+            2,
+        ),
+        // Well-formed, but the egress policy's to refuse: a private
+        // address over https without --allow-address.
+        (format!("https://127.0.0.1:{p}/{s}?token={t}"), 3),
+    ];
+    let dir = scratch("hostile");
+    let egress = [
+        "--allow-insecure-loopback",
+        "--allow-unverified-egress",
+        "--allow-host",
+        "127.0.0.1",
+        "--allow-port",
+        &p.to_string(),
+    ];
+    let config_s = dir.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    for runtime in ["tokio", "blocking", "async-std"] {
+        for (i, (link, code)) in cases.iter().enumerate() {
+            let mut join = vec!["join", "--yes", "--pin", "--runtime", runtime];
+            join.extend(egress);
+            let run = run_input(&join, Some(link), &cfg);
+            assert_eq!(run.code, *code, "join {runtime} {link:?}: {run:?}");
+            run.assert_no_secret(&t);
+
+            let file = dir.join(format!("link-{i}"));
+            std::fs::write(&file, link).unwrap();
+            let mut tools = vec![
+                "tools",
+                "--every-tool",
+                "--runtime",
+                runtime,
+                "--invitation-file",
+                file.to_str().unwrap(),
+            ];
+            tools.extend(egress);
+            let run = run_input(&tools, None, &cfg);
+            assert_eq!(run.code, *code, "tools {runtime} {link:?}: {run:?}");
+            run.assert_no_secret(&t);
+            assert!(
+                listener.accept().is_err(),
+                "{runtime} {link:?}: a connection reached the listener"
+            );
+        }
+    }
+    assert!(!dir.join("profiles").exists(), "no profile was written");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
