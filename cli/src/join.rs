@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use human_plus_core::{EgressPolicy, InvitationLink, McpClient, NO_PINS, Participant, TrustPolicy};
@@ -92,9 +92,24 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     let stdin_is_terminal = std::io::stdin().is_terminal();
     let (text, from_stdin) = match read_link_text(&args.link, true)? {
         Some(text) => (text, false),
+        None if stdin_is_terminal && std::io::stderr().is_terminal() => {
+            // A person at a terminal pastes the link: it shows on their
+            // screen as it would in a browser's address bar, never in the
+            // process list.
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "Paste the link the page shared, then press Enter: ");
+            let _ = err.flush();
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .take(u64::try_from(human_plus_core::MAX_LINK_BYTES * 2).unwrap_or(u64::MAX))
+                .read_line(&mut line)
+                .map_err(|e| Failure::usage(format!("cannot read the link: {e}")))?;
+            (line, false)
+        }
         None if stdin_is_terminal => {
             return Err(Failure::usage("no link").with_hint(format!(
-                "pipe the link into `human-plus join` (e.g. from a file: human-plus join < link.txt), or put it in {INVITATION_ENV} or a file named by --invitation-file PATH"
+                "pipe the link into `human-plus join` (e.g. human-plus join < link.txt), or put it in {INVITATION_ENV} or a file named by --invitation-file PATH"
             )));
         }
         None => {
