@@ -631,3 +631,180 @@ fn hostile_links_are_refused_before_any_byte_leaves() {
     assert!(!dir.join("profiles").exists(), "no profile was written");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A relay mounted under a prefix, as the Fancy Node relay runs behind
+/// `--prefix /agent-relay`: a forwarder that answers 404 to any path
+/// outside the prefix and strips it before the local relay. Every path it
+/// saw is recorded.
+async fn prefixed_relay(
+    relay_base: String,
+    prefix: &'static str,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> u16 {
+    use http_body_util::{Either, Empty};
+    use hyper::body::Incoming;
+    use hyper::{Request, Response, StatusCode};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let client: Client<_, Incoming> = Client::builder(TokioExecutor::new()).build_http();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let client = client.clone();
+            let seen = std::sync::Arc::clone(&seen);
+            let relay_base = relay_base.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let client = client.clone();
+                    let seen = std::sync::Arc::clone(&seen);
+                    let relay_base = relay_base.clone();
+                    async move {
+                        let path = req.uri().path().to_owned();
+                        seen.lock().unwrap().push(path.clone());
+                        let query = req
+                            .uri()
+                            .query()
+                            .map(|q| format!("?{q}"))
+                            .unwrap_or_default();
+                        let Some(rest) = path.strip_prefix(prefix).filter(|r| r.starts_with('/'))
+                        else {
+                            let mut not_found =
+                                Response::new(Either::Right(Empty::<bytes::Bytes>::new()));
+                            *not_found.status_mut() = StatusCode::NOT_FOUND;
+                            return Ok::<_, std::convert::Infallible>(not_found);
+                        };
+                        let (mut parts, body) = req.into_parts();
+                        parts.uri = format!("{relay_base}{rest}{query}").parse().unwrap();
+                        parts.headers.remove(hyper::header::HOST);
+                        let answer = client
+                            .request(Request::from_parts(parts, body))
+                            .await
+                            .unwrap();
+                        Ok(answer.map(Either::Left))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+/// What a new user does against a Fancy relay under its usual mount: the
+/// page's fragment link (no relay path in it), `join`, then the bridge
+/// from the profile, driven by rmcp's client. Every request reached the
+/// relay under `/agent-relay/<session>/`.
+#[test]
+fn a_share_link_reaches_the_relay_under_its_prefix_and_the_bridge_runs_from_the_profile() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+
+    let env = Env::default_surface();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let port = env.rt.block_on(prefixed_relay(
+        env.base.clone(),
+        "/agent-relay",
+        std::sync::Arc::clone(&seen),
+    ));
+    let config = scratch("join-prefix");
+    let config_s = config.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    let link = format!(
+        "http://127.0.0.1:{port}/whiteboard#session={}&token={}",
+        env.session, env.token
+    );
+    let port_s = port.to_string();
+    let run = run_input(
+        &[
+            "join",
+            "--yes",
+            "--pin",
+            "--name",
+            "board",
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            &port_s,
+        ],
+        Some(&link),
+        &cfg,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("relay:   http://127.0.0.1:{port}/agent-relay")),
+        "{run:?}"
+    );
+    run.assert_no_secret(&env.token);
+    {
+        let seen = seen.lock().unwrap();
+        let under = format!("/agent-relay/{}/", env.session);
+        assert!(!seen.is_empty());
+        for path in seen.iter() {
+            assert!(path.starts_with(&under), "{path} is outside {under}");
+        }
+        assert!(seen.iter().any(|p| p.ends_with("/events")), "{seen:?}");
+        assert!(seen.iter().any(|p| p.ends_with("/inbox")), "{seen:?}");
+    }
+
+    // The bridge from the profile alone, as `claude mcp add board --
+    // human-plus mcp --profile board` starts it.
+    env.rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.args(["mcp", "--profile", "board"])
+            .env_remove("HUMAN_PLUS_TOKEN")
+            .env_remove("HUMAN_PLUS_INVITATION")
+            .env("HUMAN_PLUS_CONFIG_DIR", &config_s);
+        let (io, stderr) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let step = Duration::from_secs(60);
+        let client = tokio::time::timeout(step, ().serve(io))
+            .await
+            .unwrap()
+            .unwrap();
+        let tools = tokio::time::timeout(step, client.list_tools(None))
+            .await
+            .unwrap()
+            .unwrap();
+        let names: Vec<&str> = tools.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert!(names.contains(&"sheet_get_cell"), "{names:?}");
+        assert!(!names.contains(&"sheet_confirm_edit"), "{names:?}");
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("address".into(), "A1".into());
+        let result = tokio::time::timeout(
+            step,
+            client
+                .call_tool(CallToolRequestParams::new("sheet_get_cell").with_arguments(arguments)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let text: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        assert!(text.contains("untrusted-tool-output"), "{text}");
+        assert!(!text.contains(&env.token));
+        client.cancel().await.unwrap();
+        let mut log = String::new();
+        let mut stderr = stderr.unwrap();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut log),
+        )
+        .await;
+        assert!(!log.contains(&env.token), "the token leaked: {log}");
+    });
+    std::fs::remove_dir_all(&config).unwrap();
+}
