@@ -808,3 +808,71 @@ fn a_share_link_reaches_the_relay_under_its_prefix_and_the_bridge_runs_from_the_
     });
     std::fs::remove_dir_all(&config).unwrap();
 }
+
+/// `join` connects through the configured egress proxy with its
+/// credentials (from a file), the profile records the proxy and the
+/// file's path but never the credentials, and `tools --profile` goes
+/// through the same proxy. With HUMAN_PLUS_LOG on, no line holds the
+/// token or the password.
+#[test]
+fn join_through_an_egress_proxy_that_asks_for_credentials() {
+    use human_plus_conformance::ConnectProxy;
+
+    let env = Env::default_surface();
+    let password = format!("pw:{}", common::random_hex(10));
+    let proxy = ConnectProxy::requiring("agent", &password);
+    let basic = proxy.expected_authorization().unwrap().to_owned();
+    let config = scratch("join-proxy");
+    let config_s = config.to_str().unwrap().to_owned();
+    let auth_file = config.join("proxy-auth");
+    std::fs::write(&auth_file, format!("agent:{password}\n")).unwrap();
+    let link = format!("{}/{}?token={}", env.base, env.session, env.token);
+    let proxy_url = proxy.url();
+    let mut args = vec![
+        "join",
+        "--yes",
+        "--name",
+        "proxied",
+        "--egress-proxy",
+        &proxy_url,
+        "--proxy-auth-file",
+        auth_file.to_str().unwrap(),
+    ];
+    let egress = loopback_egress(&env);
+    args.extend(strs(&egress));
+    let env_vars = [
+        ("HUMAN_PLUS_CONFIG_DIR", config_s.as_str()),
+        ("HUMAN_PLUS_LOG", "debug"),
+    ];
+    let run = run_input(&args, Some(&link), &env_vars);
+    assert_eq!(run.code, 0, "{run:?}");
+    let no_secret = |run: &Run| {
+        run.assert_no_secret(&env.token);
+        run.assert_no_secret(&password);
+        run.assert_no_secret(basic.trim_start_matches("Basic "));
+    };
+    no_secret(&run);
+    assert!(run.stderr.contains("DEBUG"), "{run:?}");
+    let heads = proxy.heads();
+    assert!(!heads.is_empty(), "join went through the proxy");
+    assert!(
+        heads
+            .iter()
+            .all(|h| h.contains(&format!("Proxy-Authorization: {basic}\r\n")))
+    );
+    let profile = std::fs::read_to_string(config.join("profiles/proxied/profile.json")).unwrap();
+    assert!(profile.contains(&proxy_url), "{profile}");
+    assert!(profile.contains("proxy-auth"), "{profile}");
+    assert!(!profile.contains(&password) && !profile.contains(&env.token));
+    assert!(
+        !config.join("profiles/proxied/pins.json").exists(),
+        "no --pin, no pins"
+    );
+
+    let before = proxy.heads().len();
+    let run = run_input(&["tools", "--profile", "proxied"], None, &env_vars);
+    assert_eq!(run.code, 0, "{run:?}");
+    no_secret(&run);
+    assert!(proxy.heads().len() > before, "tools went through the proxy");
+    std::fs::remove_dir_all(&config).unwrap();
+}
