@@ -228,6 +228,39 @@ fn join_writes_a_profile_that_the_other_commands_use() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("revision "), "{run:?}");
     run.assert_no_secret(&env.token);
+    // The profile's pins are enforced: a definition that no longer
+    // matches its pin is refused (exit 4).
+    let pins_path = dir.join("pins.json");
+    let reviewed = std::fs::read_to_string(&pins_path).unwrap();
+    std::fs::write(
+        &pins_path,
+        r#"{"sheet_get_cell": "sha256:00000000000000000000000000000000"}"#,
+    )
+    .unwrap();
+    let run = run_input(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"A1"}"#,
+            "--profile",
+            "sheet-one",
+        ],
+        None,
+        &cfg,
+    );
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(run.stderr.contains("pin"), "{run:?}");
+    std::fs::write(&pins_path, reviewed).unwrap();
+    // Every runtime runs from the profile.
+    for runtime in ["blocking", "async-std"] {
+        let run = run_input(
+            &["tools", "--profile", "sheet-one", "--runtime", runtime],
+            None,
+            &cfg,
+        );
+        assert_eq!(run.code, 0, "{runtime}: {run:?}");
+        assert!(run.stdout.contains("sheet_get_cell"), "{runtime}: {run:?}");
+    }
     // Flags override the profile: a narrower allowlist.
     let run = run_input(
         &[
