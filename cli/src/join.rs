@@ -12,9 +12,9 @@
 //!    through local trust (`--allow`, else every tool but the reserved
 //!    confirmation tools), showing each admitted tool with its digest and
 //!    each withheld one with its reason.
-//! 4. On the person's say-so (`--yes`), it saves the profile: the admitted
-//!    tools as an allowlist, and their definitions pinned when the person
-//!    says so (`--pin`).
+//! 4. On the person's say-so (`--yes`, or `--pin`, which also pins), it
+//!    saves the profile: the admitted tools as an allowlist, and their
+//!    definitions pinned when the person says so (`--pin`).
 //! 5. It prints the line that adds the bridge to each common MCP client,
 //!    and with `--write-config CLIENT` merges the entry into that client's
 //!    configuration file.
@@ -247,11 +247,12 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
             if trusted.len() == 1 { "" } else { "s" }
         ),
         false,
-        args.yes,
+        // Asking to pin what was discovered is asking to keep it.
+        args.yes || args.pin,
     )?;
     if !save {
         return Err(Failure::usage("nothing was saved")
-            .with_hint("without a terminal, join saves only with --yes (and pins with --pin)"));
+            .with_hint("without a terminal, join saves only with --yes or --pin (which also pins the definitions shown)"));
     }
     let pin = asker.confirm(
         "Pin these reviewed definitions? (a definition the surface changes later is then withheld)",

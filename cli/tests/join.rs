@@ -394,8 +394,8 @@ fn without_yes_nothing_is_accepted() {
     let config_s = config.to_str().unwrap().to_owned();
     let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
     let link = format!("{}/{}?token={}", env.base, env.session, env.token);
-    // Egress declared by flags, but no --yes: discovery runs, nothing is
-    // saved.
+    // Egress declared by flags, but neither --yes nor --pin: discovery
+    // runs, nothing is saved.
     let egress = loopback_egress(&env);
     let mut args = vec!["join", "--name", "nope"];
     args.extend(strs(&egress));
@@ -403,6 +403,14 @@ fn without_yes_nothing_is_accepted() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("--yes"), "{run:?}");
     assert!(!config.join("profiles/nope").exists());
+    // --pin alone saves, pinned: the whole non-interactive set-up when the
+    // flags declare the egress.
+    let mut args = vec!["join", "--pin", "--name", "pinned"];
+    args.extend(strs(&egress));
+    let run = run_input(&args, Some(&link), &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(config.join("profiles/pinned/pins.json").exists());
+    run.assert_no_secret(&env.token);
     // Egress not declared and not accepted: refused before discovery.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
