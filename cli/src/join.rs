@@ -90,6 +90,16 @@ fn say(text: &str) -> Result<(), Failure> {
 pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     crate::connect::refuse_link_flags(&args.link, args.link_argument.as_deref())?;
     let stdin_is_terminal = std::io::stdin().is_terminal();
+    // The file, then the environment, then standard input: standard input
+    // is never read when the link came from elsewhere (it may be a pipe
+    // that never ends), and what was used is said.
+    let source = if args.link.invitation_file.is_some() {
+        "--invitation-file"
+    } else if std::env::var_os(INVITATION_ENV).is_some_and(|v| !v.is_empty()) {
+        INVITATION_ENV
+    } else {
+        "standard input"
+    };
     let (text, from_stdin) = match read_link_text(&args.link, true)? {
         Some(text) => (text, false),
         None if stdin_is_terminal && std::io::stderr().is_terminal() => {
@@ -132,7 +142,7 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     // Checked before any byte leaves.
     let dir = profile::profile_dir(&name)?;
 
-    say(&describe(&link, args.surface.as_deref()))?;
+    say(&describe(&link, args.surface.as_deref(), source))?;
 
     // Egress: declared by flags, or accepted by the person.
     let mut egress = args.egress.clone();
@@ -314,16 +324,16 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// What join shows of a link: relay host and port, relay base, session,
-/// surface and the egress it needs. Never the token.
+/// What join shows of a link read from `source`: relay host and port,
+/// relay base, session, surface and the egress it needs. Never the token.
 #[must_use]
-pub fn describe(link: &InvitationLink, surface: Option<&str>) -> String {
+pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> String {
     let surface = surface
         .map(str::to_owned)
         .or_else(|| link.surface_id().map(str::to_owned))
         .unwrap_or_else(|| link.default_surface_id());
     let mut out = String::new();
-    let _ = writeln!(out, "Invitation ({} link):", link.form());
+    let _ = writeln!(out, "Invitation ({} link, from {source}):", link.form());
     let _ = writeln!(out, "  relay:   {}", printable(link.relay_url()));
     let _ = writeln!(out, "  session: {}", printable(link.session_id()));
     let _ = writeln!(out, "  surface: {}", printable(&surface));

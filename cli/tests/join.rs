@@ -348,7 +348,11 @@ fn the_fragment_link_and_the_pages_json() {
         ],
     );
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("Invitation (fragment link)"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("Invitation (fragment link, from HUMAN_PLUS_INVITATION)"),
+        "{run:?}"
+    );
     assert!(run.stdout.contains("no pins"), "{run:?}");
     assert!(!config.join("profiles/frag/pins.json").exists());
     run.assert_no_secret(&env.token);
