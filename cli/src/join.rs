@@ -139,8 +139,23 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
         .name
         .clone()
         .unwrap_or_else(|| link.session_id().to_owned());
-    // Checked before any byte leaves.
+    // Checked before any byte leaves: the name, and a client file that
+    // could not take the entry.
     let dir = profile::profile_dir(&name)?;
+    let write_config = match &args.write_config {
+        Some(client) => {
+            let client = McpClient::parse(client).ok_or_else(|| {
+                Failure::usage(format!("--write-config {client}: unknown client"))
+            })?;
+            let path = match &args.config_path {
+                Some(p) => p.clone(),
+                None => default_config_path(client)?,
+            };
+            check_client_config(client, &path)?;
+            Some((client, path))
+        }
+        None => None,
+    };
 
     say(&describe(&link, args.surface.as_deref(), source))?;
 
@@ -304,14 +319,8 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     out.push_str(&client_lines(&name));
     say(&out)?;
 
-    if let Some(client) = &args.write_config {
-        let client = McpClient::parse(client)
-            .ok_or_else(|| Failure::usage(format!("--write-config {client}: unknown client")))?;
-        let path = match &args.config_path {
-            Some(p) => p.clone(),
-            None => default_config_path(client)?,
-        };
-        let backup = write_client_config(client, &path, &name, &token)?;
+    if let Some((client, path)) = &write_config {
+        let backup = write_client_config(*client, path, &name, &token)?;
         let mut out = format!("\nAdded {name} to {} ({client})", path.display());
         match backup {
             Some(b) => {
@@ -455,6 +464,35 @@ pub fn default_config_path(client: McpClient) -> Result<PathBuf, Failure> {
     })
 }
 
+/// Checks that `client`'s configuration file at `path` can take an entry
+/// (it does not exist, or is a JSON object whose servers are an object).
+///
+/// # Errors
+/// A usage failure saying why not; the file is not touched.
+pub fn check_client_config(client: McpClient, path: &Path) -> Result<(), Failure> {
+    let existing = read_client_config(path)?;
+    client
+        .merge_server(existing.as_deref(), "check", Value::Null)
+        .map(|_| ())
+        .map_err(|e| unmergeable(path, e))
+}
+
+fn read_client_config(path: &Path) -> Result<Option<String>, Failure> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Failure::usage(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+fn unmergeable(path: &Path, e: human_plus_core::McpConfigError) -> Failure {
+    Failure::usage(format!("{}: {e}; it was left as it is", path.display()))
+        .with_hint("fix the file, or add the entry join prints by hand")
+}
+
 /// Merges profile `name`'s entry into `client`'s configuration file at
 /// `path`: other entries kept, the previous file copied to a backup first,
 /// the new one written atomically with the old one's permissions. Returns
@@ -470,16 +508,7 @@ pub fn write_client_config(
     name: &str,
     token: &str,
 ) -> Result<Option<PathBuf>, Failure> {
-    let existing = match std::fs::read_to_string(path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(Failure::usage(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )));
-        }
-    };
+    let existing = read_client_config(path)?;
     let command = std::env::current_exe()
         .ok()
         .and_then(|p| p.to_str().map(str::to_owned))
@@ -489,10 +518,7 @@ pub fn write_client_config(
     let entry: Value = client.server_entry(&command, &["mcp", "--profile", name], &env_ref);
     let text = client
         .merge_server(existing.as_deref(), name, entry)
-        .map_err(|e| {
-            Failure::usage(format!("{}: {e}; it was left as it is", path.display()))
-                .with_hint("fix the file, or add the entry join printed by hand")
-        })?;
+        .map_err(|e| unmergeable(path, e))?;
     if text.contains(token) {
         return Err(Failure::internal(
             "refusing to write a client configuration that holds the token",

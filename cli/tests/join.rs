@@ -27,7 +27,20 @@ fn scratch(what: &str) -> PathBuf {
 /// Runs the binary with `stdin` as its standard input, these environment
 /// variables, and no ambient token, link, log level or config directory.
 fn run_input(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+    run_input_in(None, args, stdin, env)
+}
+
+/// [`run_input`], in directory `cwd` when given.
+fn run_input_in(
+    cwd: Option<&Path>,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> Run {
     let mut cmd = Command::new(BIN);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
     cmd.args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -536,6 +549,33 @@ fn write_config_keeps_other_servers() {
             );
         }
     }
+    // Claude Code's project file, ./.mcp.json, created where join runs.
+    let project = config.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut args = vec![
+        "join",
+        "--yes",
+        "--name",
+        "fancy",
+        "--write-config",
+        "claude-code",
+    ];
+    args.extend(strs(&egress));
+    let run = run_input_in(Some(&project), &args, Some(&link), &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(
+        written["mcpServers"]["fancy"]["args"],
+        serde_json::json!(["mcp", "--profile", "fancy"])
+    );
+    run.assert_no_secret(&env.token);
+    #[cfg(unix)]
+    assert_eq!(
+        mode(&project.join(".mcp.json")),
+        0o600,
+        "a new file is the user's"
+    );
     // A file that is not a JSON object is left alone.
     let bad = config.join("broken.json");
     std::fs::write(&bad, "// a comment\n{}").unwrap();
@@ -553,7 +593,19 @@ fn write_config_keeps_other_servers() {
     let run = run_input(&args, Some(&link), &cfg);
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(std::fs::read_to_string(&bad).unwrap(), "// a comment\n{}");
+    assert!(
+        !config.join("profiles/fancy2").exists(),
+        "refused before anything was saved"
+    );
     run.assert_no_secret(&env.token);
+    for file in files_under(&config) {
+        if file != token_file {
+            assert!(
+                !std::fs::read_to_string(&file).unwrap().contains(&env.token),
+                "the token is in {file:?}"
+            );
+        }
+    }
     std::fs::remove_dir_all(&config).unwrap();
 }
 
