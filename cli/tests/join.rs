@@ -308,13 +308,19 @@ fn join_writes_a_profile_that_the_other_commands_use() {
     // token.
     let mut logged = cfg.to_vec();
     logged.push(("HUMAN_PLUS_LOG", "trace"));
-    let run = run_input(&["changes", "--profile", "sheet-one"], None, &logged);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stderr.contains("DEBUG") && run.stderr.contains("relay request"),
-        "logged: {run:?}"
-    );
-    run.assert_no_secret(&env.token);
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let run = run_input(
+            &["changes", "--profile", "sheet-one", "--runtime", runtime],
+            None,
+            &logged,
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(
+            run.stderr.contains("DEBUG") && run.stderr.contains("relay request"),
+            "{runtime} logged: {run:?}"
+        );
+        run.assert_no_secret(&env.token);
+    }
 
     // A token file others can read is refused, as ssh refuses such a key.
     #[cfg(unix)]
@@ -939,7 +945,7 @@ fn join_through_an_egress_proxy_that_asks_for_credentials() {
     args.extend(strs(&egress));
     let env_vars = [
         ("HUMAN_PLUS_CONFIG_DIR", config_s.as_str()),
-        ("HUMAN_PLUS_LOG", "debug"),
+        ("HUMAN_PLUS_LOG", "trace"),
     ];
     let run = run_input(&args, Some(&link), &env_vars);
     assert_eq!(run.code, 0, "{run:?}");
