@@ -361,6 +361,37 @@ def session():
     write("session", "require_revision", setup(1, [("call", 0), ("call", 0)], req_rev=1, mint=0))
 
 
+def link():
+    # Byte 0: bit 0 allows plain loopback http; bits 1-2 pick the relay path.
+    tok = "0123456789abcdef0123456789abcdef"
+    seeds = {
+        "fragment": (0, "https://app.example/whiteboard#session=a1B2c3D4&token=" + tok),
+        "query": (0, "https://ui.particle.academy/agent-playground?session=ABCD&token=" + tok),
+        "key_alias": (0, "https://x.test/?session=S1S1&key=" + tok),
+        "relay_session": (0, "https://x.test/whiteboard-share/S2S2/events?token=" + tok),
+        "relay_session_bare": (0, "https://x.test/agent-relay/S3S3?token=" + tok),
+        "custom_path": (4, "https://x.test/?session=S4S4&token=" + tok),
+        "root_path": (2, "https://x.test/page#session=S4S4&token=" + tok),
+        "encoded_token": (0, "https://x.test/?session=S5S5&token=a%2Fb%2Bc" + tok),
+        "port_ipv6": (0, "https://[2001:db8::1]:8443/r/sess?token=" + tok),
+        "loopback": (1, "http://127.0.0.1:8787/sess_x?token=" + tok),
+        "json": (1, '{"relay":"http://127.0.0.1:8787","session":"web_0123456789ab","token":"hp_' + tok + '","surfaceId":"sheet:web","application":"human-plus-web"}'),
+        "json_prefix": (0, '{"relay":"https://r.example/agent-relay/","session":"web_0123","token":"' + tok + '"}'),
+        "hostile_userinfo": (0, "https://user:pw@x.test/#session=sess&token=" + tok),
+        "hostile_backslash": (1, "http://127.0.0.1:8787\\@evil.example/sess?token=" + tok),
+        "hostile_duplicate": (0, "https://x.test/#session=sess&token=" + tok + "&token=" + tok),
+        "hostile_nul": (0, "https://x.test/#session=sess&token=%00" + tok),
+        "hostile_split": (0, "https://x.test/?session=sess#token=" + tok),
+        "hostile_port": (0, "https://x.test:0443/#session=sess&token=" + tok),
+        "hostile_host": (1, "http://0x7f.1:8787/sess?token=" + tok),
+        "hostile_dots": (0, "https://x.test/agent-relay/../sess?token=" + tok),
+        "hostile_http": (0, "http://x.test/#session=sess&token=" + tok),
+        "hostile_json_dup": (0, '{"relay":"https://r.example","session":"web_0123","session_id":"web_4567","token":"' + tok + '"}'),
+    }
+    for name, (mode, text) in seeds.items():
+        write("link", name, bytes([mode]) + text.encode("utf-8"))
+
+
 def main():
     # Start over, but keep the regression inputs (crash artifacts copied in
     # as corpus/<target>/regression-*).
@@ -378,6 +409,7 @@ def main():
     egress()
     proxy_connect()
     session()
+    link()
     total = 0
     for target in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, target))

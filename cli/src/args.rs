@@ -423,8 +423,9 @@ pub struct JoinArgs {
     /// trust) without asking: what a run without a terminal needs.
     #[arg(long)]
     pub yes: bool,
-    /// Pin the definitions join discovered (without a terminal; with one,
-    /// join asks).
+    /// Pin the definitions join discovered, and save the profile (without
+    /// a terminal; with one, join asks). Egress the flags do not declare
+    /// still needs --yes.
     #[arg(long)]
     pub pin: bool,
     /// Trust exactly these tools (default: every tool local trust admits,

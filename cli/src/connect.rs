@@ -625,29 +625,18 @@ pub fn resolve(
         Some(p) => p.profile.egress.under(&args.egress)?,
         None => args.egress.clone(),
     };
-    let flag_pins = flag_pins(args)?;
+    // Per setting, the flags win over the profile: the allowlist (or
+    // --every-tool), and the pins (--pin/--pins over pins.json).
+    let flags_pin = !args.pin.is_empty() || args.pins_file.is_some();
+    let pins = match &profile {
+        Some(p) if !flags_pin => p.pins.clone().unwrap_or_default(),
+        _ => flag_pins(args)?,
+    };
     let trust = match &profile {
-        Some(p) if args.allow.is_empty() && !args.every_tool => trust_from(
-            &p.profile.allow,
-            false,
-            if args.pin.is_empty() && args.pins_file.is_none() {
-                p.pins.clone().unwrap_or_default()
-            } else {
-                flag_pins
-            },
-            fallback_trust,
-        ),
-        Some(p) => trust_from(
-            &args.allow,
-            args.every_tool,
-            if args.pin.is_empty() && args.pins_file.is_none() {
-                p.pins.clone().unwrap_or_default()
-            } else {
-                flag_pins
-            },
-            fallback_trust,
-        ),
-        None => trust_from(&args.allow, args.every_tool, flag_pins, fallback_trust),
+        Some(p) if args.allow.is_empty() && !args.every_tool => {
+            trust_from(&p.profile.allow, false, pins, fallback_trust)
+        }
+        _ => trust_from(&args.allow, args.every_tool, pins, fallback_trust),
     };
     let invalid = |e: human_plus_core::Error, relay: &str| {
         Failure::from_error(

@@ -12,9 +12,9 @@
 //!    through local trust (`--allow`, else every tool but the reserved
 //!    confirmation tools), showing each admitted tool with its digest and
 //!    each withheld one with its reason.
-//! 4. On the person's say-so (`--yes`), it saves the profile: the admitted
-//!    tools as an allowlist, and their definitions pinned when the person
-//!    says so (`--pin`).
+//! 4. On the person's say-so (`--yes`, or `--pin`, which also pins), it
+//!    saves the profile: the admitted tools as an allowlist, and their
+//!    definitions pinned when the person says so (`--pin`).
 //! 5. It prints the line that adds the bridge to each common MCP client,
 //!    and with `--write-config CLIENT` merges the entry into that client's
 //!    configuration file.
@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use human_plus_core::{EgressPolicy, InvitationLink, McpClient, NO_PINS, Participant, TrustPolicy};
@@ -90,11 +90,36 @@ fn say(text: &str) -> Result<(), Failure> {
 pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     crate::connect::refuse_link_flags(&args.link, args.link_argument.as_deref())?;
     let stdin_is_terminal = std::io::stdin().is_terminal();
+    // The file, then the environment, then standard input: standard input
+    // is never read when the link came from elsewhere (it may be a pipe
+    // that never ends), and what was used is said.
+    let source = if args.link.invitation_file.is_some() {
+        "--invitation-file"
+    } else if std::env::var_os(INVITATION_ENV).is_some_and(|v| !v.is_empty()) {
+        INVITATION_ENV
+    } else {
+        "standard input"
+    };
     let (text, from_stdin) = match read_link_text(&args.link, true)? {
         Some(text) => (text, false),
+        None if stdin_is_terminal && std::io::stderr().is_terminal() => {
+            // A person at a terminal pastes the link: it shows on their
+            // screen as it would in a browser's address bar, never in the
+            // process list.
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "Paste the link the page shared, then press Enter: ");
+            let _ = err.flush();
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .take(u64::try_from(human_plus_core::MAX_LINK_BYTES * 2).unwrap_or(u64::MAX))
+                .read_line(&mut line)
+                .map_err(|e| Failure::usage(format!("cannot read the link: {e}")))?;
+            (line, false)
+        }
         None if stdin_is_terminal => {
             return Err(Failure::usage("no link").with_hint(format!(
-                "pipe the link into `human-plus join` (e.g. from a file: human-plus join < link.txt), or put it in {INVITATION_ENV} or a file named by --invitation-file PATH"
+                "pipe the link into `human-plus join` (e.g. human-plus join < link.txt), or put it in {INVITATION_ENV} or a file named by --invitation-file PATH"
             )));
         }
         None => {
@@ -114,10 +139,25 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
         .name
         .clone()
         .unwrap_or_else(|| link.session_id().to_owned());
-    // Checked before any byte leaves.
+    // Checked before any byte leaves: the name, and a client file that
+    // could not take the entry.
     let dir = profile::profile_dir(&name)?;
+    let write_config = match &args.write_config {
+        Some(client) => {
+            let client = McpClient::parse(client).ok_or_else(|| {
+                Failure::usage(format!("--write-config {client}: unknown client"))
+            })?;
+            let path = match &args.config_path {
+                Some(p) => p.clone(),
+                None => default_config_path(client)?,
+            };
+            check_client_config(client, &path)?;
+            Some((client, path))
+        }
+        None => None,
+    };
 
-    say(&describe(&link, args.surface.as_deref()))?;
+    say(&describe(&link, args.surface.as_deref(), source))?;
 
     // Egress: declared by flags, or accepted by the person.
     let mut egress = args.egress.clone();
@@ -232,11 +272,12 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
             if trusted.len() == 1 { "" } else { "s" }
         ),
         false,
-        args.yes,
+        // Asking to pin what was discovered is asking to keep it.
+        args.yes || args.pin,
     )?;
     if !save {
         return Err(Failure::usage("nothing was saved")
-            .with_hint("without a terminal, join saves only with --yes (and pins with --pin)"));
+            .with_hint("without a terminal, join saves only with --yes or --pin (which also pins the definitions shown)"));
     }
     let pin = asker.confirm(
         "Pin these reviewed definitions? (a definition the surface changes later is then withheld)",
@@ -278,14 +319,8 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     out.push_str(&client_lines(&name));
     say(&out)?;
 
-    if let Some(client) = &args.write_config {
-        let client = McpClient::parse(client)
-            .ok_or_else(|| Failure::usage(format!("--write-config {client}: unknown client")))?;
-        let path = match &args.config_path {
-            Some(p) => p.clone(),
-            None => default_config_path(client)?,
-        };
-        let backup = write_client_config(client, &path, &name, &token)?;
+    if let Some((client, path)) = &write_config {
+        let backup = write_client_config(*client, path, &name, &token)?;
         let mut out = format!("\nAdded {name} to {} ({client})", path.display());
         match backup {
             Some(b) => {
@@ -298,16 +333,16 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// What join shows of a link: relay host and port, relay base, session,
-/// surface and the egress it needs. Never the token.
+/// What join shows of a link read from `source`: relay host and port,
+/// relay base, session, surface and the egress it needs. Never the token.
 #[must_use]
-pub fn describe(link: &InvitationLink, surface: Option<&str>) -> String {
+pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> String {
     let surface = surface
         .map(str::to_owned)
         .or_else(|| link.surface_id().map(str::to_owned))
         .unwrap_or_else(|| link.default_surface_id());
     let mut out = String::new();
-    let _ = writeln!(out, "Invitation ({} link):", link.form());
+    let _ = writeln!(out, "Invitation ({} link, from {source}):", link.form());
     let _ = writeln!(out, "  relay:   {}", printable(link.relay_url()));
     let _ = writeln!(out, "  session: {}", printable(link.session_id()));
     let _ = writeln!(out, "  surface: {}", printable(&surface));
@@ -429,6 +464,35 @@ pub fn default_config_path(client: McpClient) -> Result<PathBuf, Failure> {
     })
 }
 
+/// Checks that `client`'s configuration file at `path` can take an entry
+/// (it does not exist, or is a JSON object whose servers are an object).
+///
+/// # Errors
+/// A usage failure saying why not; the file is not touched.
+pub fn check_client_config(client: McpClient, path: &Path) -> Result<(), Failure> {
+    let existing = read_client_config(path)?;
+    client
+        .merge_server(existing.as_deref(), "check", Value::Null)
+        .map(|_| ())
+        .map_err(|e| unmergeable(path, e))
+}
+
+fn read_client_config(path: &Path) -> Result<Option<String>, Failure> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Failure::usage(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+fn unmergeable(path: &Path, e: human_plus_core::McpConfigError) -> Failure {
+    Failure::usage(format!("{}: {e}; it was left as it is", path.display()))
+        .with_hint("fix the file, or add the entry join prints by hand")
+}
+
 /// Merges profile `name`'s entry into `client`'s configuration file at
 /// `path`: other entries kept, the previous file copied to a backup first,
 /// the new one written atomically with the old one's permissions. Returns
@@ -444,16 +508,7 @@ pub fn write_client_config(
     name: &str,
     token: &str,
 ) -> Result<Option<PathBuf>, Failure> {
-    let existing = match std::fs::read_to_string(path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(Failure::usage(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )));
-        }
-    };
+    let existing = read_client_config(path)?;
     let command = std::env::current_exe()
         .ok()
         .and_then(|p| p.to_str().map(str::to_owned))
@@ -463,10 +518,7 @@ pub fn write_client_config(
     let entry: Value = client.server_entry(&command, &["mcp", "--profile", name], &env_ref);
     let text = client
         .merge_server(existing.as_deref(), name, entry)
-        .map_err(|e| {
-            Failure::usage(format!("{}: {e}; it was left as it is", path.display()))
-                .with_hint("fix the file, or add the entry join printed by hand")
-        })?;
+        .map_err(|e| unmergeable(path, e))?;
     if text.contains(token) {
         return Err(Failure::internal(
             "refusing to write a client configuration that holds the token",

@@ -27,7 +27,20 @@ fn scratch(what: &str) -> PathBuf {
 /// Runs the binary with `stdin` as its standard input, these environment
 /// variables, and no ambient token, link, log level or config directory.
 fn run_input(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+    run_input_in(None, args, stdin, env)
+}
+
+/// [`run_input`], in directory `cwd` when given.
+fn run_input_in(
+    cwd: Option<&Path>,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> Run {
     let mut cmd = Command::new(BIN);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
     cmd.args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -228,6 +241,39 @@ fn join_writes_a_profile_that_the_other_commands_use() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("revision "), "{run:?}");
     run.assert_no_secret(&env.token);
+    // The profile's pins are enforced: a definition that no longer
+    // matches its pin is refused (exit 4).
+    let pins_path = dir.join("pins.json");
+    let reviewed = std::fs::read_to_string(&pins_path).unwrap();
+    std::fs::write(
+        &pins_path,
+        r#"{"sheet_get_cell": "sha256:00000000000000000000000000000000"}"#,
+    )
+    .unwrap();
+    let run = run_input(
+        &[
+            "call",
+            "sheet_get_cell",
+            r#"{"address":"A1"}"#,
+            "--profile",
+            "sheet-one",
+        ],
+        None,
+        &cfg,
+    );
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(run.stderr.contains("pin"), "{run:?}");
+    std::fs::write(&pins_path, reviewed).unwrap();
+    // Every runtime runs from the profile.
+    for runtime in ["blocking", "async-std"] {
+        let run = run_input(
+            &["tools", "--profile", "sheet-one", "--runtime", runtime],
+            None,
+            &cfg,
+        );
+        assert_eq!(run.code, 0, "{runtime}: {run:?}");
+        assert!(run.stdout.contains("sheet_get_cell"), "{runtime}: {run:?}");
+    }
     // Flags override the profile: a narrower allowlist.
     let run = run_input(
         &[
@@ -262,13 +308,19 @@ fn join_writes_a_profile_that_the_other_commands_use() {
     // token.
     let mut logged = cfg.to_vec();
     logged.push(("HUMAN_PLUS_LOG", "trace"));
-    let run = run_input(&["changes", "--profile", "sheet-one"], None, &logged);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stderr.contains("DEBUG") && run.stderr.contains("relay request"),
-        "logged: {run:?}"
-    );
-    run.assert_no_secret(&env.token);
+    for runtime in ["tokio", "blocking", "async-std"] {
+        let run = run_input(
+            &["changes", "--profile", "sheet-one", "--runtime", runtime],
+            None,
+            &logged,
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(
+            run.stderr.contains("DEBUG") && run.stderr.contains("relay request"),
+            "{runtime} logged: {run:?}"
+        );
+        run.assert_no_secret(&env.token);
+    }
 
     // A token file others can read is refused, as ssh refuses such a key.
     #[cfg(unix)]
@@ -315,7 +367,11 @@ fn the_fragment_link_and_the_pages_json() {
         ],
     );
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("Invitation (fragment link)"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("Invitation (fragment link, from HUMAN_PLUS_INVITATION)"),
+        "{run:?}"
+    );
     assert!(run.stdout.contains("no pins"), "{run:?}");
     assert!(!config.join("profiles/frag/pins.json").exists());
     run.assert_no_secret(&env.token);
@@ -361,8 +417,8 @@ fn without_yes_nothing_is_accepted() {
     let config_s = config.to_str().unwrap().to_owned();
     let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
     let link = format!("{}/{}?token={}", env.base, env.session, env.token);
-    // Egress declared by flags, but no --yes: discovery runs, nothing is
-    // saved.
+    // Egress declared by flags, but neither --yes nor --pin: discovery
+    // runs, nothing is saved.
     let egress = loopback_egress(&env);
     let mut args = vec!["join", "--name", "nope"];
     args.extend(strs(&egress));
@@ -370,6 +426,14 @@ fn without_yes_nothing_is_accepted() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("--yes"), "{run:?}");
     assert!(!config.join("profiles/nope").exists());
+    // --pin alone saves, pinned: the whole non-interactive set-up when the
+    // flags declare the egress.
+    let mut args = vec!["join", "--pin", "--name", "pinned"];
+    args.extend(strs(&egress));
+    let run = run_input(&args, Some(&link), &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(config.join("profiles/pinned/pins.json").exists());
+    run.assert_no_secret(&env.token);
     // Egress not declared and not accepted: refused before discovery.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -491,6 +555,33 @@ fn write_config_keeps_other_servers() {
             );
         }
     }
+    // Claude Code's project file, ./.mcp.json, created where join runs.
+    let project = config.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut args = vec![
+        "join",
+        "--yes",
+        "--name",
+        "fancy",
+        "--write-config",
+        "claude-code",
+    ];
+    args.extend(strs(&egress));
+    let run = run_input_in(Some(&project), &args, Some(&link), &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(
+        written["mcpServers"]["fancy"]["args"],
+        serde_json::json!(["mcp", "--profile", "fancy"])
+    );
+    run.assert_no_secret(&env.token);
+    #[cfg(unix)]
+    assert_eq!(
+        mode(&project.join(".mcp.json")),
+        0o600,
+        "a new file is the user's"
+    );
     // A file that is not a JSON object is left alone.
     let bad = config.join("broken.json");
     std::fs::write(&bad, "// a comment\n{}").unwrap();
@@ -508,7 +599,19 @@ fn write_config_keeps_other_servers() {
     let run = run_input(&args, Some(&link), &cfg);
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(std::fs::read_to_string(&bad).unwrap(), "// a comment\n{}");
+    assert!(
+        !config.join("profiles/fancy2").exists(),
+        "refused before anything was saved"
+    );
     run.assert_no_secret(&env.token);
+    for file in files_under(&config) {
+        if file != token_file {
+            assert!(
+                !std::fs::read_to_string(&file).unwrap().contains(&env.token),
+                "the token is in {file:?}"
+            );
+        }
+    }
     std::fs::remove_dir_all(&config).unwrap();
 }
 
@@ -630,4 +733,249 @@ fn hostile_links_are_refused_before_any_byte_leaves() {
     }
     assert!(!dir.join("profiles").exists(), "no profile was written");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A relay mounted under a prefix, as the Fancy Node relay runs behind
+/// `--prefix /agent-relay`: a forwarder that answers 404 to any path
+/// outside the prefix and strips it before the local relay. Every path it
+/// saw is recorded.
+async fn prefixed_relay(
+    relay_base: String,
+    prefix: &'static str,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> u16 {
+    use http_body_util::{Either, Empty};
+    use hyper::body::Incoming;
+    use hyper::{Request, Response, StatusCode};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let client: Client<_, Incoming> = Client::builder(TokioExecutor::new()).build_http();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let client = client.clone();
+            let seen = std::sync::Arc::clone(&seen);
+            let relay_base = relay_base.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let client = client.clone();
+                    let seen = std::sync::Arc::clone(&seen);
+                    let relay_base = relay_base.clone();
+                    async move {
+                        let path = req.uri().path().to_owned();
+                        seen.lock().unwrap().push(path.clone());
+                        let query = req
+                            .uri()
+                            .query()
+                            .map(|q| format!("?{q}"))
+                            .unwrap_or_default();
+                        let Some(rest) = path.strip_prefix(prefix).filter(|r| r.starts_with('/'))
+                        else {
+                            let mut not_found =
+                                Response::new(Either::Right(Empty::<bytes::Bytes>::new()));
+                            *not_found.status_mut() = StatusCode::NOT_FOUND;
+                            return Ok::<_, std::convert::Infallible>(not_found);
+                        };
+                        let (mut parts, body) = req.into_parts();
+                        parts.uri = format!("{relay_base}{rest}{query}").parse().unwrap();
+                        parts.headers.remove(hyper::header::HOST);
+                        let answer = client
+                            .request(Request::from_parts(parts, body))
+                            .await
+                            .unwrap();
+                        Ok(answer.map(Either::Left))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+/// What a new user does against a Fancy relay under its usual mount: the
+/// page's fragment link (no relay path in it), `join`, then the bridge
+/// from the profile, driven by rmcp's client. Every request reached the
+/// relay under `/agent-relay/<session>/`.
+#[test]
+fn a_share_link_reaches_the_relay_under_its_prefix_and_the_bridge_runs_from_the_profile() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+
+    let env = Env::default_surface();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let port = env.rt.block_on(prefixed_relay(
+        env.base.clone(),
+        "/agent-relay",
+        std::sync::Arc::clone(&seen),
+    ));
+    let config = scratch("join-prefix");
+    let config_s = config.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    let link = format!(
+        "http://127.0.0.1:{port}/whiteboard#session={}&token={}",
+        env.session, env.token
+    );
+    let port_s = port.to_string();
+    let run = run_input(
+        &[
+            "join",
+            "--yes",
+            "--pin",
+            "--name",
+            "board",
+            "--allow-insecure-loopback",
+            "--allow-unverified-egress",
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            &port_s,
+        ],
+        Some(&link),
+        &cfg,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("relay:   http://127.0.0.1:{port}/agent-relay")),
+        "{run:?}"
+    );
+    run.assert_no_secret(&env.token);
+    {
+        let seen = seen.lock().unwrap();
+        let under = format!("/agent-relay/{}/", env.session);
+        assert!(!seen.is_empty());
+        for path in seen.iter() {
+            assert!(path.starts_with(&under), "{path} is outside {under}");
+        }
+        assert!(seen.iter().any(|p| p.ends_with("/events")), "{seen:?}");
+        assert!(seen.iter().any(|p| p.ends_with("/inbox")), "{seen:?}");
+    }
+
+    // The bridge from the profile alone, as `claude mcp add board --
+    // human-plus mcp --profile board` starts it.
+    env.rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.args(["mcp", "--profile", "board"])
+            .env_remove("HUMAN_PLUS_TOKEN")
+            .env_remove("HUMAN_PLUS_INVITATION")
+            .env("HUMAN_PLUS_CONFIG_DIR", &config_s);
+        let (io, stderr) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let step = Duration::from_secs(60);
+        let client = tokio::time::timeout(step, ().serve(io))
+            .await
+            .unwrap()
+            .unwrap();
+        let tools = tokio::time::timeout(step, client.list_tools(None))
+            .await
+            .unwrap()
+            .unwrap();
+        let names: Vec<&str> = tools.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert!(names.contains(&"sheet_get_cell"), "{names:?}");
+        assert!(!names.contains(&"sheet_confirm_edit"), "{names:?}");
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("address".into(), "A1".into());
+        let result = tokio::time::timeout(
+            step,
+            client
+                .call_tool(CallToolRequestParams::new("sheet_get_cell").with_arguments(arguments)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let text: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        assert!(text.contains("untrusted-tool-output"), "{text}");
+        assert!(!text.contains(&env.token));
+        client.cancel().await.unwrap();
+        let mut log = String::new();
+        let mut stderr = stderr.unwrap();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut log),
+        )
+        .await;
+        assert!(!log.contains(&env.token), "the token leaked: {log}");
+    });
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// `join` connects through the configured egress proxy with its
+/// credentials (from a file), the profile records the proxy and the
+/// file's path but never the credentials, and `tools --profile` goes
+/// through the same proxy. With HUMAN_PLUS_LOG on, no line holds the
+/// token or the password.
+#[test]
+fn join_through_an_egress_proxy_that_asks_for_credentials() {
+    use human_plus_conformance::ConnectProxy;
+
+    let env = Env::default_surface();
+    let password = format!("pw:{}", common::random_hex(10));
+    let proxy = ConnectProxy::requiring("agent", &password);
+    let basic = proxy.expected_authorization().unwrap().to_owned();
+    let config = scratch("join-proxy");
+    let config_s = config.to_str().unwrap().to_owned();
+    let auth_file = config.join("proxy-auth");
+    std::fs::write(&auth_file, format!("agent:{password}\n")).unwrap();
+    let link = format!("{}/{}?token={}", env.base, env.session, env.token);
+    let proxy_url = proxy.url();
+    let mut args = vec![
+        "join",
+        "--yes",
+        "--name",
+        "proxied",
+        "--egress-proxy",
+        &proxy_url,
+        "--proxy-auth-file",
+        auth_file.to_str().unwrap(),
+    ];
+    let egress = loopback_egress(&env);
+    args.extend(strs(&egress));
+    let env_vars = [
+        ("HUMAN_PLUS_CONFIG_DIR", config_s.as_str()),
+        ("HUMAN_PLUS_LOG", "trace"),
+    ];
+    let run = run_input(&args, Some(&link), &env_vars);
+    assert_eq!(run.code, 0, "{run:?}");
+    let no_secret = |run: &Run| {
+        run.assert_no_secret(&env.token);
+        run.assert_no_secret(&password);
+        run.assert_no_secret(basic.trim_start_matches("Basic "));
+    };
+    no_secret(&run);
+    assert!(run.stderr.contains("DEBUG"), "{run:?}");
+    let heads = proxy.heads();
+    assert!(!heads.is_empty(), "join went through the proxy");
+    assert!(
+        heads
+            .iter()
+            .all(|h| h.contains(&format!("Proxy-Authorization: {basic}\r\n")))
+    );
+    let profile = std::fs::read_to_string(config.join("profiles/proxied/profile.json")).unwrap();
+    assert!(profile.contains(&proxy_url), "{profile}");
+    assert!(profile.contains("proxy-auth"), "{profile}");
+    assert!(!profile.contains(&password) && !profile.contains(&env.token));
+    assert!(
+        !config.join("profiles/proxied/pins.json").exists(),
+        "no --pin, no pins"
+    );
+
+    let before = proxy.heads().len();
+    let run = run_input(&["tools", "--profile", "proxied"], None, &env_vars);
+    assert_eq!(run.code, 0, "{run:?}");
+    no_secret(&run);
+    assert!(proxy.heads().len() > before, "tools went through the proxy");
+    std::fs::remove_dir_all(&config).unwrap();
 }

@@ -1239,3 +1239,86 @@ fn wait_until(mut f: impl FnMut() -> bool) {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The link a person shares, in every form, on the production path (HTTPS,
+/// a named host): parsed by the core, turned into an invitation, and used
+/// by the runtime for a listing and a read. The egress policy is the
+/// environment's: the link implies none of it.
+pub fn links<R: Runtime>(leg: LegKind) {
+    use human_plus_core::{InvitationLink, LinkForm, LinkOptions};
+
+    let env = Env::with(EnvOptions {
+        tls: true,
+        ..EnvOptions::default()
+    });
+    let base = env.client_url();
+    let (s, t) = (env.session.clone(), env.token.clone());
+    // The local relay serves at its root: a page link's relay path is "".
+    let root = LinkOptions::default().relay_path("").unwrap();
+    let cases = [
+        (
+            format!("{base}/whiteboard#session={s}&token={t}"),
+            LinkForm::Fragment,
+        ),
+        (
+            format!("{base}/whiteboard?session={s}&key={t}"),
+            LinkForm::Query,
+        ),
+        (
+            format!("{base}/{s}/events?token={t}"),
+            LinkForm::RelaySession,
+        ),
+        (format!("{base}/{s}?token={t}"), LinkForm::RelaySession),
+        (
+            format!(
+                r#"{{"relay":"{base}","session":"{s}","token":"{t}","surfaceId":"sheet:one"}}"#
+            ),
+            LinkForm::Json,
+        ),
+    ];
+    let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+    for (text, form) in cases {
+        let link = InvitationLink::parse(&text, &root).unwrap();
+        assert_eq!(link.form(), form, "{text}");
+        assert_eq!(link.relay_url(), base);
+        assert_eq!(
+            (link.relay_host(), link.relay_port()),
+            (RELAY_HOST, env.port)
+        );
+        assert!(!format!("{link:?}").contains(&t));
+        let a = hp
+            .attach(
+                OWNER,
+                link.into_invitation(Some("sheet:one"), None).unwrap(),
+                agent(),
+            )
+            .unwrap();
+        let names: Vec<String> = hp
+            .tools(OWNER, a.id())
+            .unwrap()
+            .tools
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        assert!(
+            names.iter().any(|n| n == "sheet_get_cell"),
+            "{form:?}: {names:?}"
+        );
+        let r = hp
+            .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+            .unwrap();
+        assert!(r.text.contains("alpha"), "{form:?}: {}", r.text);
+    }
+    // A link is no egress policy: another host in the link is refused by
+    // the same manager before anything is sent.
+    let other = format!("https://elsewhere.test:{}/{s}?token={t}", env.port);
+    let link = InvitationLink::parse(&other, &root).unwrap();
+    let e = hp
+        .attach(OWNER, link.into_invitation(None, None).unwrap(), agent())
+        .unwrap_err();
+    match &e {
+        Error::EgressRefused(r) => assert_eq!(r.rule, EgressRule::HostNotDeclared),
+        other => panic!("{other:?}"),
+    }
+    assert_no_token(&e, &t);
+}

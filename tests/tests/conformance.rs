@@ -78,6 +78,14 @@ macro_rules! suite {
                 scenarios::hostile_invitations::<$runtime>();
             }
             #[test]
+            fn links_sse() {
+                scenarios::links::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn links_poll() {
+                scenarios::links::<$runtime>(LegKind::Poll);
+            }
+            #[test]
             fn through_the_proxy_sse() {
                 scenarios::through_the_proxy::<$runtime>(LegKind::Sse);
             }
