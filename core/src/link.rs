@@ -252,6 +252,25 @@ struct Parsed<'a> {
 struct Params {
     session: Option<String>,
     token: Option<String>,
+    /// `surface=`: the surface id our web page's share link carries.
+    surface: Option<String>,
+}
+
+/// A surface id given in a link's `surface=`: held to the JSON
+/// invitation's label rule (not blank, at most [`MAX_LINK_LABEL_BYTES`],
+/// no control character).
+fn link_label(value: Option<String>) -> Result<Option<String>, Error> {
+    match value {
+        None => Ok(None),
+        Some(v)
+            if v.is_empty()
+                || v.len() > MAX_LINK_LABEL_BYTES
+                || v.chars().any(char::is_control) =>
+        {
+            Err(refuse(LinkRefusal::Label))
+        }
+        Some(v) => Ok(Some(v)),
+    }
 }
 
 fn refuse(r: LinkRefusal) -> Error {
@@ -383,7 +402,8 @@ impl InvitationLink {
             } else {
                 LinkForm::Query
             };
-            return Self::finish(form, relay_url, &parsed, session, token, None, None);
+            let surface = link_label(params.surface)?;
+            return Self::finish(form, relay_url, &parsed, session, token, surface, None);
         }
         // A relay session URL: `/<relay path...>/<session>[/<route>]`.
         let mut segments = path_segments(parsed.path)?;
@@ -412,7 +432,7 @@ impl InvitationLink {
             &parsed,
             session.to_owned(),
             token,
-            None,
+            link_label(params.surface)?,
             None,
         )
     }
@@ -495,7 +515,9 @@ impl InvitationLink {
         &self.token
     }
 
-    /// The surface id the link carries (only the JSON form has one).
+    /// The surface id the link carries (the JSON's `surfaceId`, or a
+    /// `surface=` parameter beside the token, as our web page's share link
+    /// writes it).
     #[must_use]
     pub fn surface_id(&self) -> Option<&str> {
         self.surface_id.as_deref()
@@ -752,8 +774,8 @@ fn percent_decode(s: &str) -> Option<String> {
     (!text.chars().any(char::is_control)).then_some(text)
 }
 
-/// Reads `session`, `token` and `key` from a query or fragment; other
-/// parameters are the page's own and ignored.
+/// Reads `session`, `token`, `key` and `surface` from a query or
+/// fragment; other parameters are the page's own and ignored.
 fn read_params(part: Option<&str>) -> Result<Params, Error> {
     let mut params = Params::default();
     let Some(part) = part else {
@@ -767,6 +789,7 @@ fn read_params(part: Option<&str>) -> Result<Params, Error> {
         let value = percent_decode(v).ok_or_else(|| refuse(LinkRefusal::Encoding))?;
         let slot = match key.as_str() {
             "session" => &mut params.session,
+            "surface" => &mut params.surface,
             "token" => {
                 if std::mem::replace(&mut saw_token, true) || saw_key {
                     return Err(refuse(LinkRefusal::Duplicate));

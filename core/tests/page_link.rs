@@ -30,6 +30,7 @@ fn the_pages_link_names_its_relay_session_and_token() {
         assert_eq!(parsed.session_id(), session, "{link}");
         assert_eq!(parsed.token().expose(), TOKEN, "{link}");
         assert_eq!(parsed.form(), LinkForm::RelaySession, "{link}");
+        assert_eq!(parsed.surface_id(), Some("sheet:web"), "{link}");
         assert!(!format!("{parsed:?}").contains(TOKEN));
         // The same parts in the Fancy Node relay's shape.
         let node = read(&format!("{relay}/{session}?token={TOKEN}"));
@@ -37,7 +38,21 @@ fn the_pages_link_names_its_relay_session_and_token() {
             (node.relay_url(), node.session_id(), node.token().expose()),
             (relay, session, TOKEN)
         );
+        assert_eq!(node.surface_id(), None);
     }
+    // A surface id the label rule refuses refuses the link.
+    let bad = format!("http://127.0.0.1:8787/web_0a1b2c3d4e5f#token={TOKEN}&surface=a%00b");
+    assert!(
+        InvitationLink::parse(&bad, &LinkOptions::default().allow_insecure_loopback(true)).is_err()
+    );
+    let twice = format!("http://127.0.0.1:8787/web_0a1b2c3d4e5f#token={TOKEN}&surface=a&surface=b");
+    assert!(
+        InvitationLink::parse(
+            &twice,
+            &LinkOptions::default().allow_insecure_loopback(true)
+        )
+        .is_err()
+    );
 }
 
 #[test]
