@@ -1493,7 +1493,7 @@ async fn join_story(browser: &Browser, node_shape: bool) {
         assert!(!text.contains(&token), "the token in join's output: {text}");
     }
     assert!(
-        out.contains("Invitation (relay-session link)")
+        out.contains("Invitation (relay-session link")
             && out.contains(&format!("relay:   {base}"))
             && out.contains(&format!("session: {session}")),
         "{out}"
