@@ -43,6 +43,7 @@ mod exchange;
 mod guard;
 mod invitation;
 mod jsonrpc;
+mod listing;
 mod ops;
 mod owner;
 mod poll;
@@ -65,6 +66,9 @@ pub use exchange::{PERSON_ACTIVE_NOTE, Seen, WarmLeg, relay_status_error};
 pub use guard::*;
 pub use invitation::*;
 pub use jsonrpc::*;
+pub use listing::{
+    ListingOutcome, ListingReader, ListingVerdict, admit_listing_bytes, listing_digests,
+};
 pub use ops::*;
 pub use owner::*;
 pub use poll::*;
