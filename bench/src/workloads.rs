@@ -96,7 +96,7 @@ pub fn admit_bytes_definitions(bytes: &[u8], policy: &TrustPolicy) -> Admission 
     let text = std::str::from_utf8(bytes).unwrap_or_else(|e| panic!("{e}"));
     let mut reader = ListingReader::new();
     reader
-        .page(text.to_owned(), None)
+        .page(text.to_owned(), None, policy, true)
         .unwrap_or_else(|e| panic!("{e}"));
     reader
         .finish(policy, None, true)
@@ -126,7 +126,7 @@ pub fn readmit_unchanged(bytes: &[u8], policy: &TrustPolicy, kept: &ListingVerdi
     let text = std::str::from_utf8(bytes).unwrap_or_else(|e| panic!("{e}"));
     let mut reader = ListingReader::new();
     reader
-        .page(text.to_owned(), Some(kept))
+        .page(text.to_owned(), Some(kept), policy, false)
         .unwrap_or_else(|e| panic!("{e}"));
     let outcome = reader
         .finish(policy, Some(kept), false)

@@ -14,9 +14,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -395,79 +394,84 @@ impl Judged for ListedTool<'_, '_> {
     }
 }
 
-/// What one page of a `tools/list` answer says besides its tools, read
-/// without reading the tools (they are skipped, still checked to be JSON).
-#[derive(Debug, Default)]
-struct PageHead {
-    /// `tools` was present and an array.
-    tools_array: bool,
+/// One page of a listing, read once: its cursor, its `ttlMs`, and what
+/// admission needs of each entry.
+#[derive(Debug)]
+struct ReadPage {
     next_cursor: Option<String>,
     ttl_ms: Option<u64>,
+    entries: Vec<Entry>,
 }
 
-impl<'de> Deserialize<'de> for PageHead {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct HeadVisitor;
-        impl<'de> Visitor<'de> for HeadVisitor {
-            type Value = PageHead;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a tools/list result")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PageHead, A::Error> {
-                // The last of duplicated members wins, as in `Value`.
-                let mut head = PageHead::default();
-                while let Some(Key(key)) = map.next_key()? {
-                    match key.as_ref() {
-                        "tools" => {
-                            let raw: &RawValue = map.next_value()?;
-                            head.tools_array = raw.get().starts_with('[');
-                        }
-                        "nextCursor" => {
-                            head.next_cursor = match map.next_value::<Json<'de>>()? {
-                                Json::String(s) => Some(s.into_owned()),
-                                _ => None,
-                            };
-                        }
-                        "ttlMs" => {
-                            head.ttl_ms = match map.next_value::<Json<'de>>()? {
-                                Json::Number(n) => n.as_u64(),
-                                _ => None,
-                            };
-                        }
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(head)
-            }
+/// One listed entry, as admission needs it: malformed, or a tool with its
+/// name, its digest when the policy pins the name, and its definition when
+/// asked for.
+#[derive(Debug)]
+enum Entry {
+    Malformed,
+    Tool {
+        name: String,
+        digest: Option<String>,
+        definition: Option<ToolDefinition>,
+    },
+}
+
+impl Judged for Entry {
+    fn name(&self) -> &str {
+        match self {
+            Entry::Malformed => "",
+            Entry::Tool { name, .. } => name,
         }
-        d.deserialize_map(HeadVisitor)
+    }
+
+    /// Computed when the page was read, for every pinned name (the only
+    /// names whose digest admission asks for).
+    fn digest(&self) -> String {
+        match self {
+            Entry::Tool {
+                digest: Some(d), ..
+            } => d.clone(),
+            _ => String::new(),
+        }
     }
 }
 
-/// One page of a listing, fully read.
-#[derive(Debug)]
-struct Page<'a> {
-    tools: Option<Json<'a>>,
-    ttl_ms: Option<u64>,
-}
-
-fn read_page(result: &str) -> Result<Page<'_>, Error> {
+/// Reads one page's `result` text: one parse into borrowed values, each
+/// entry read by the listing rules and, when `policy` pins its name,
+/// digested (the canonical form streamed into the hash).
+fn read_page(result: &str, policy: &TrustPolicy, definitions: bool) -> Result<ReadPage, Error> {
+    if !result.trim_start().starts_with('{') {
+        return Err(Error::Protocol(ProtocolError::MalformedResult));
+    }
     let page: Json<'_> = serde_json::from_str(result)
         .map_err(|_| Error::Protocol(ProtocolError::MalformedToolsList))?;
+    let Some(Json::Array(tools)) = page.get("tools") else {
+        return Err(Error::Protocol(ProtocolError::MalformedToolsList));
+    };
+    let next_cursor = match page.get("nextCursor") {
+        Some(Json::String(s)) => Some(s.clone().into_owned()),
+        _ => None,
+    };
     let ttl_ms = match page.get("ttlMs") {
         Some(Json::Number(n)) => n.as_u64(),
         _ => None,
     };
-    let tools = match page {
-        Json::Object(mut members) => members
-            .iter()
-            .rposition(|(k, _)| k == "tools")
-            .map(|i| members.swap_remove(i).1),
-        _ => None,
-    };
-    Ok(Page { tools, ttl_ms })
+    let entries = tools
+        .iter()
+        .map(|entry| match ListedTool::read(entry) {
+            Err(_) => Entry::Malformed,
+            Ok(t) => Entry::Tool {
+                name: t.name.to_owned(),
+                digest: policy.pin(t.name).map(|_| Judged::digest(&t)),
+                definition: definitions.then(|| t.to_definition()),
+            },
+        })
+        .collect();
+    Ok(ReadPage {
+        next_cursor,
+        ttl_ms,
+        entries,
+    })
 }
 
 /// What admission decided about a listing, kept with the attachment
@@ -549,7 +553,7 @@ impl ListingOutcome<'_> {
 /// let page = r#"{"tools":[{"name":"sheet_read","inputSchema":{"type":"object"}},{"name":"sheet_erase"}]}"#;
 ///
 /// let mut reader = ListingReader::new();
-/// assert_eq!(reader.page(page.to_owned(), None)?, None); // no next page
+/// assert_eq!(reader.page(page.to_owned(), None, &policy, false)?, None); // no next page
 /// let first = reader.finish(&policy, None, false)?;
 /// assert_eq!(first.admitted(), ["sheet_read"]);
 /// assert!(!first.reused);
@@ -557,14 +561,14 @@ impl ListingOutcome<'_> {
 /// // The same bytes under the same policy: the verdict is served again.
 /// let kept = Some(first.verdict.as_ref());
 /// let mut reader = ListingReader::new();
-/// reader.page(page.to_owned(), kept)?;
+/// reader.page(page.to_owned(), kept, &policy, false)?;
 /// let again = reader.finish(&policy, kept, false)?;
 /// assert!(again.reused);
 /// assert_eq!(again.verdict, first.verdict);
 ///
 /// // One byte differs: the full way.
 /// let mut reader = ListingReader::new();
-/// reader.page(page.replace("erase", "eraze"), kept)?;
+/// reader.page(page.replace("erase", "eraze"), kept, &policy, false)?;
 /// assert!(!reader.finish(&policy, kept, false)?.reused);
 /// # Ok::<(), human_plus_core::Error>(())
 /// ```
@@ -573,6 +577,9 @@ pub struct ListingReader {
     pages: Vec<String>,
     hashes: Vec<[u8; 32]>,
     cursors: Vec<Option<String>>,
+    /// Each page as read (`None`: equal to the kept verdict's page, not
+    /// read yet).
+    read: Vec<Option<ReadPage>>,
     /// Every page so far equals the kept verdict's page at its place.
     matching: bool,
 }
@@ -594,7 +601,10 @@ impl ListingReader {
     }
 
     /// Takes one page's `result`, exactly as its bytes arrived, and returns
-    /// its `nextCursor` (the next page to ask for, if any). A page whose
+    /// its `nextCursor` (the next page to ask for, if any). A page that must
+    /// be read is read once, here: parsed, each entry checked and, when
+    /// `policy` (the one [`ListingReader::finish`] is given) pins its name,
+    /// digested; with `definitions`, its definitions built. A page whose
     /// bytes equal the `kept` verdict's page at the same place (every page
     /// before it equal too) is not read again: its cursor is the kept one.
     ///
@@ -606,31 +616,27 @@ impl ListingReader {
         &mut self,
         result: String,
         kept: Option<&ListingVerdict>,
+        policy: &TrustPolicy,
+        definitions: bool,
     ) -> Result<Option<String>, Error> {
         let hash: [u8; 32] = Sha256::digest(result.as_bytes()).into();
         let index = self.pages.len();
         let kept_page = kept
-            .filter(|_| self.matching)
+            .filter(|_| self.matching && !definitions)
             .and_then(|k| k.pages.get(index))
             .filter(|p| p.sha256 == hex(&hash));
-        let next = match kept_page {
-            Some(p) => p.next_cursor.clone(),
+        let (next, read) = match kept_page {
+            Some(p) => (p.next_cursor.clone(), None),
             None => {
                 self.matching = false;
-                if !result.trim_start().starts_with('{') {
-                    return Err(Error::Protocol(ProtocolError::MalformedResult));
-                }
-                let head: PageHead = serde_json::from_str(&result)
-                    .map_err(|_| Error::Protocol(ProtocolError::MalformedToolsList))?;
-                if !head.tools_array {
-                    return Err(Error::Protocol(ProtocolError::MalformedToolsList));
-                }
-                head.next_cursor
+                let read = read_page(&result, policy, definitions)?;
+                (read.next_cursor.clone(), Some(read))
             }
         };
         self.pages.push(result);
         self.hashes.push(hash);
         self.cursors.push(next.clone());
+        self.read.push(read);
         Ok(next)
     }
 
@@ -664,37 +670,47 @@ impl ListingReader {
             });
         }
         let mut kept_pages = Vec::with_capacity(self.pages.len());
-        let mut trees = Vec::with_capacity(self.pages.len());
+        let mut entries = Vec::new();
         let mut ttl_ms: Option<u64> = None;
-        for ((text, hash), cursor) in self.pages.iter().zip(&self.hashes).zip(self.cursors) {
-            let page = read_page(text)?;
+        for (((text, hash), cursor), read) in self
+            .pages
+            .iter()
+            .zip(&self.hashes)
+            .zip(self.cursors)
+            .zip(self.read)
+        {
+            let page = match read {
+                Some(page) => page,
+                // Equal to the kept verdict's page, but a later one was
+                // not: read it now.
+                None => read_page(text, policy, definitions)?,
+            };
             if let Some(t) = page.ttl_ms {
                 ttl_ms = Some(ttl_ms.map_or(t, |m| m.min(t)));
             }
-            let Some(Json::Array(entries)) = page.tools else {
-                return Err(Error::Protocol(ProtocolError::MalformedToolsList));
-            };
             kept_pages.push(KeptPage {
                 sha256: hex(hash),
                 next_cursor: cursor,
             });
-            trees.push(entries);
+            entries.extend(page.entries);
         }
-        let mut malformed = 0;
-        let listed = trees
+        let malformed = entries
             .iter()
-            .flatten()
-            .filter_map(|entry| match ListedTool::read(entry) {
-                Ok(t) => Some(t),
-                Err(_) => {
-                    malformed += 1;
-                    None
-                }
-            });
+            .filter(|e| matches!(e, Entry::Malformed))
+            .count();
+        let listed = entries
+            .into_iter()
+            .filter(|e| !matches!(e, Entry::Malformed));
         let (admitted, withheld) = policy.judge(listed)?;
-        let names: Vec<String> = admitted.iter().map(|t| t.name.to_owned()).collect();
+        let names: Vec<String> = admitted.iter().map(|e| e.name().to_owned()).collect();
         let admission = definitions.then(|| Admission {
-            admitted: admitted.iter().map(ListedTool::to_definition).collect(),
+            admitted: admitted
+                .into_iter()
+                .filter_map(|e| match e {
+                    Entry::Tool { definition, .. } => definition,
+                    Entry::Malformed => None,
+                })
+                .collect(),
             withheld,
         });
         Ok(ListingOutcome {
@@ -746,7 +762,7 @@ pub fn admit_listing_bytes(
     let text =
         std::str::from_utf8(result).map_err(|_| Error::Protocol(ProtocolError::MalformedResult))?;
     let mut reader = ListingReader::new();
-    reader.page(text.to_owned(), None)?;
+    reader.page(text.to_owned(), None, policy, false)?;
     reader.finish(policy, None, false)
 }
 
@@ -772,14 +788,15 @@ pub fn admit_listing_bytes(
 pub fn listing_digests(result: &[u8]) -> Result<Vec<(String, String)>, Error> {
     let text = std::str::from_utf8(result)
         .map_err(|_| Error::Protocol(ProtocolError::MalformedToolsList))?;
-    let page = read_page(text)?;
-    let Some(Json::Array(entries)) = page.tools else {
+    let page: Json<'_> = serde_json::from_str(text)
+        .map_err(|_| Error::Protocol(ProtocolError::MalformedToolsList))?;
+    let Some(Json::Array(entries)) = page.get("tools") else {
         return Err(Error::Protocol(ProtocolError::MalformedToolsList));
     };
     Ok(entries
         .iter()
         .filter_map(|e| ListedTool::read(e).ok())
-        .map(|t| (t.name.to_owned(), t.digest()))
+        .map(|t| (t.name.to_owned(), Judged::digest(&t)))
         .collect())
 }
 
@@ -889,7 +906,7 @@ mod tests {
             let changed = String::from_utf8(bytes).unwrap();
             let mut reader = ListingReader::new();
             let new_way = reader
-                .page(changed.clone(), kept)
+                .page(changed.clone(), kept, &policy, false)
                 .and_then(|_| reader.finish(&policy, kept, false));
             let old_way = value_path(&changed, &policy);
             if serde_json::from_str::<Value>(&changed).is_err() {
@@ -965,13 +982,13 @@ mod tests {
         let kept = Some(first.verdict.as_ref());
         // The same bytes: served.
         let mut reader = ListingReader::new();
-        reader.page(page.clone(), kept).unwrap();
+        reader.page(page.clone(), kept, &policy, false).unwrap();
         assert!(reader.finish(&policy, kept, false).unwrap().reused);
         // "maximum": 1e+21 -> 2e+21, inside sheet_write's schema.
         let changed = page.replacen("1e+21", "2e+21", 1);
         assert_ne!(changed, page);
         let mut reader = ListingReader::new();
-        reader.page(changed, kept).unwrap();
+        reader.page(changed, kept, &policy, false).unwrap();
         assert_eq!(
             reader.finish(&policy, kept, false).unwrap_err(),
             Error::ToolRefused(ToolRefusal::PinChanged("sheet_write".into()))
@@ -979,7 +996,7 @@ mod tests {
         // Another policy, same bytes: judged again.
         let other = policy.clone().withhold_changed_pins(true);
         let mut reader = ListingReader::new();
-        reader.page(page, kept).unwrap();
+        reader.page(page, kept, &other, false).unwrap();
         assert!(!reader.finish(&other, kept, false).unwrap().reused);
     }
 
@@ -990,10 +1007,16 @@ mod tests {
         let b = r#"{"tools":[{"name":"b"}]}"#;
         let mut reader = ListingReader::new();
         assert_eq!(
-            reader.page(a.to_owned(), None).unwrap().as_deref(),
+            reader
+                .page(a.to_owned(), None, &policy, false)
+                .unwrap()
+                .as_deref(),
             Some("2")
         );
-        assert_eq!(reader.page(b.to_owned(), None).unwrap(), None);
+        assert_eq!(
+            reader.page(b.to_owned(), None, &policy, false).unwrap(),
+            None
+        );
         let first = reader.finish(&policy, None, false).unwrap();
         assert_eq!(first.admitted(), ["a", "b"]);
         let kept = Some(first.verdict.as_ref());
@@ -1001,21 +1024,24 @@ mod tests {
         // verdict.
         let mut reader = ListingReader::new();
         assert_eq!(
-            reader.page(a.to_owned(), kept).unwrap().as_deref(),
+            reader
+                .page(a.to_owned(), kept, &policy, false)
+                .unwrap()
+                .as_deref(),
             Some("2")
         );
-        reader.page(b.to_owned(), kept).unwrap();
+        reader.page(b.to_owned(), kept, &policy, false).unwrap();
         assert!(reader.finish(&policy, kept, false).unwrap().reused);
         // Only the first page (a shorter listing): the full way.
         let mut reader = ListingReader::new();
-        reader.page(b.to_owned(), kept).unwrap();
+        reader.page(b.to_owned(), kept, &policy, false).unwrap();
         let one = reader.finish(&policy, kept, false).unwrap();
         assert!(!one.reused);
         assert_eq!(one.admitted(), ["b"]);
         // Definitions asked for: never served from names.
         let mut reader = ListingReader::new();
-        reader.page(a.to_owned(), kept).unwrap();
-        reader.page(b.to_owned(), kept).unwrap();
+        reader.page(a.to_owned(), kept, &policy, true).unwrap();
+        reader.page(b.to_owned(), kept, &policy, true).unwrap();
         let full = reader.finish(&policy, kept, true).unwrap();
         assert!(!full.reused);
         assert_eq!(full.admission.unwrap().admitted.len(), 2);

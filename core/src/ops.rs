@@ -1051,7 +1051,15 @@ impl Machine {
     }
 
     fn on_listed(&mut self, result: String, now: Instant) {
-        let next = match self.listing.page(result, self.record.listing_verdict()) {
+        // The definitions are built only when something needs them: a
+        // `tools` operation, or a listing kept with a warm leg.
+        let definitions = matches!(self.kind, Kind::Tools) || self.may_keep_listing();
+        let next = match self.listing.page(
+            result,
+            self.record.listing_verdict(),
+            &self.trust,
+            definitions,
+        ) {
             Ok(next) => next,
             Err(e) => {
                 self.fail(e);
@@ -1076,9 +1084,6 @@ impl Machine {
             self.start_list(now);
             return;
         }
-        // The definitions are built only when something needs them: a
-        // `tools` operation, or a listing kept with a warm leg.
-        let definitions = matches!(self.kind, Kind::Tools) || self.may_keep_listing();
         let listing = std::mem::take(&mut self.listing);
         let outcome = match listing.finish(&self.trust, self.record.listing_verdict(), definitions)
         {
