@@ -3,8 +3,9 @@
 //! has the Python port's counterpart of each.
 
 use human_plus_core::{
-    Admission, ChangeFeed, Correlation, DEFAULT_MAX_EVENT_BYTES, ResultGuard, SeededEntropy,
-    SseDecoder, SurfaceChanges, ToolDefinition, TrustPolicy, correlate_bytes, encode_request,
+    Admission, ChangeFeed, Correlation, DEFAULT_MAX_EVENT_BYTES, ListingReader, ListingVerdict,
+    ResultGuard, SeededEntropy, SseDecoder, SurfaceChanges, ToolDefinition, TrustPolicy,
+    admit_listing_bytes, correlate_bytes, encode_request,
 };
 use serde_json::Value;
 
@@ -69,14 +70,81 @@ pub fn admit(tools: &Value, policy: &TrustPolicy) -> Admission {
         .unwrap_or_else(|e| panic!("admission failed: {e}"))
 }
 
-/// [`admit`] from the raw bytes of the answer (JSON parsing included).
+/// The full path from the raw bytes of the answer, as a cold call takes it
+/// when no verdict is kept: the page's hash, the borrowed parse, the
+/// admission and the pinned tools' digests ([`ListingReader`]; the admitted
+/// names are what a call needs). Before issue 21 this was: parse into a
+/// `Value`, `from_listing` every entry, `admit` ([`admit_bytes_value`]).
+///
+/// # Panics
+/// When the bytes are not a listing or the admission fails.
+#[must_use]
+pub fn admit_bytes(bytes: &[u8], policy: &TrustPolicy) -> Vec<String> {
+    admit_listing_bytes(bytes, policy)
+        .unwrap_or_else(|e| panic!("admission failed: {e}"))
+        .admitted()
+        .to_vec()
+}
+
+/// [`admit_bytes`], also building the admitted definitions (what a
+/// `tools` operation hands back).
+///
+/// # Panics
+/// When the bytes are not a listing or the admission fails.
+#[must_use]
+pub fn admit_bytes_definitions(bytes: &[u8], policy: &TrustPolicy) -> Admission {
+    let text = std::str::from_utf8(bytes).unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = ListingReader::new();
+    reader
+        .page(text.to_owned(), None, policy, true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    reader
+        .finish(policy, None, true)
+        .unwrap_or_else(|e| panic!("admission failed: {e}"))
+        .admission
+        .unwrap_or_default()
+}
+
+/// The path before issue 21, kept for comparison: parse the bytes into a
+/// `Value`, then [`admit`].
 ///
 /// # Panics
 /// When the bytes are not JSON or the admission fails.
 #[must_use]
-pub fn admit_bytes(bytes: &[u8], policy: &TrustPolicy) -> Admission {
+pub fn admit_bytes_value(bytes: &[u8], policy: &TrustPolicy) -> Admission {
     let tools: Value = serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}"));
     admit(&tools, policy)
+}
+
+/// A cold call's listing when the kept verdict matches: the page's bytes
+/// hashed and the verdict served (nothing parsed, admitted or digested).
+///
+/// # Panics
+/// When the verdict is not served.
+#[must_use]
+pub fn readmit_unchanged(bytes: &[u8], policy: &TrustPolicy, kept: &ListingVerdict) -> usize {
+    let text = std::str::from_utf8(bytes).unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = ListingReader::new();
+    reader
+        .page(text.to_owned(), Some(kept), policy, false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let outcome = reader
+        .finish(policy, Some(kept), false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(outcome.reused, "the kept verdict was not served");
+    outcome.admitted().len()
+}
+
+/// The verdict a first listing leaves with the attachment.
+///
+/// # Panics
+/// When the admission fails.
+#[must_use]
+pub fn first_verdict(bytes: &[u8], policy: &TrustPolicy) -> ListingVerdict {
+    admit_listing_bytes(bytes, policy)
+        .unwrap_or_else(|e| panic!("admission failed: {e}"))
+        .verdict
+        .into_owned()
 }
 
 /// The digest of every listed tool (no admission).

@@ -8,6 +8,7 @@ use crate::changes::ChangeFeed;
 use crate::entropy::{Entropy, random_id};
 use crate::error::Error;
 use crate::invitation::{Participant, SurfaceInvitation};
+use crate::listing::ListingVerdict;
 use crate::owner::OwnerKey;
 use crate::revision::{ConflictDetection, SurfaceRevision};
 
@@ -87,6 +88,11 @@ pub struct SurfaceAttachment {
     revision: Option<SurfaceRevision>,
     conflict_detection: ConflictDetection,
     change_feed: ChangeFeed,
+    /// The verdict on the last listing, keyed by its bytes and the policy.
+    /// Absent from records stored before it existed, and not written when
+    /// there is none, so old and new records read each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    listing: Option<ListingVerdict>,
 }
 
 #[derive(Deserialize)]
@@ -104,6 +110,8 @@ struct AttachmentWire {
     conflict_detection: ConflictDetection,
     #[serde(default)]
     change_feed: ChangeFeed,
+    #[serde(default)]
+    listing: Option<ListingVerdict>,
 }
 
 impl TryFrom<AttachmentWire> for SurfaceAttachment {
@@ -117,6 +125,7 @@ impl TryFrom<AttachmentWire> for SurfaceAttachment {
         a.revision = w.revision;
         a.conflict_detection = w.conflict_detection;
         a.change_feed = w.change_feed;
+        a.listing = w.listing;
         Ok(a)
     }
 }
@@ -151,6 +160,7 @@ impl SurfaceAttachment {
             revision: None,
             conflict_detection: ConflictDetection::NotObserved,
             change_feed: ChangeFeed::NotObserved,
+            listing: None,
         })
     }
 
@@ -174,6 +184,7 @@ impl SurfaceAttachment {
             revision: None,
             conflict_detection: ConflictDetection::NotObserved,
             change_feed: ChangeFeed::NotObserved,
+            listing: None,
         }
     }
 
@@ -267,6 +278,23 @@ impl SurfaceAttachment {
     fn bump(&mut self) -> bool {
         self.generation = self.generation.saturating_add(1);
         true
+    }
+
+    /// The verdict kept on the last listing admitted for this attachment
+    /// (see [`ListingVerdict`]).
+    #[must_use]
+    pub fn listing_verdict(&self) -> Option<&ListingVerdict> {
+        self.listing.as_ref()
+    }
+
+    /// Keeps `verdict` as the one on the last listing; a change bumps the
+    /// generation.
+    pub fn keep_listing_verdict(&mut self, verdict: ListingVerdict) -> bool {
+        if self.listing.as_ref() == Some(&verdict) {
+            return false;
+        }
+        self.listing = Some(verdict);
+        self.bump()
     }
 
     /// Moves to `state`.

@@ -148,7 +148,7 @@ fn sorted_members(map: &Map<String, Value>) -> Vec<(&str, &Value)> {
 /// first unit is U+D800..=U+DBFF) sorts before U+E000..=U+FFFF. In UTF-8
 /// those are exactly the lead bytes `F0..=F4` against `EE` and `EF`, so only
 /// that pair of lead bytes at the first difference is inverted.
-fn utf16_cmp(a: &str, b: &str) -> Ordering {
+pub(crate) fn utf16_cmp(a: &str, b: &str) -> Ordering {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     match (a.get(same), b.get(same)) {
@@ -242,7 +242,7 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
 
 /// Appends a JSON number as the double it denotes, written by ECMAScript's
 /// rules.
-fn write_number(n: &Number, out: &mut String) {
+pub(crate) fn write_number(n: &Number, out: &mut String) {
     // An integer a double holds exactly (|n| <= 2^53) is written by
     // ECMAScript as its decimal digits: no need for the double formatter.
     const EXACT: u64 = 1 << 53;
@@ -334,7 +334,7 @@ fn shortest_digits(f: f64) -> Option<(String, i64)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::endpoint::{RelayEndpoint, RelayUrl};
 use crate::error::{DeliveryUnknown, Error, ProtocolError, Unauthorized};
-use crate::jsonrpc::{Correlation, Notice, correlate, correlate_bytes, notice, notice_of};
+use crate::jsonrpc::{Correlation, Notice, Reply, correlate, correlate_text, notice, notice_of};
 use crate::ops::Discovery;
 use crate::poll::{parse_broker_poll, parse_fancy_poll};
 use crate::sse::SseDecoder;
@@ -1016,7 +1016,7 @@ pub(crate) struct Exchange {
     post: PostState,
     /// The POST was sent again once on a fresh connection.
     resent: bool,
-    result: Option<Result<Value, Error>>,
+    result: Option<Result<Reply, Error>>,
     /// The receive leg ended while the POST was still in flight: the POST's
     /// answer decides (a 410 there is a gone session, not a broken leg).
     leg_ended: Option<Error>,
@@ -1168,11 +1168,11 @@ impl Exchange {
     }
 
     /// Takes the result once the exchange is done.
-    pub(crate) fn take_result(&mut self) -> Option<Result<Value, Error>> {
+    pub(crate) fn take_result(&mut self) -> Option<Result<Reply, Error>> {
         self.result.take()
     }
 
-    fn finish(&mut self, io: &mut Io, result: Result<Value, Error>) {
+    fn finish(&mut self, io: &mut Io, result: Result<Reply, Error>) {
         if self.result.is_some() {
             return;
         }
@@ -1277,12 +1277,15 @@ impl Exchange {
             let Some(expect) = expect.as_deref() else {
                 continue;
             };
-            let c = match frame {
-                Frame::Data(d) => correlate_bytes(d.as_bytes(), expect),
-                Frame::Parsed(v) => correlate(v, expect),
+            let reply = match frame {
+                Frame::Data(d) => correlate_text(d, expect),
+                Frame::Parsed(v) => match correlate(v, expect) {
+                    Correlation::Reply(v) => Some(Reply::Value(v)),
+                    Correlation::Ignore => None,
+                },
             };
-            match c {
-                Correlation::Reply(v) if self.result.is_none() => self.finish(io, Ok(v)),
+            match reply {
+                Some(r) if self.result.is_none() => self.finish(io, Ok(r)),
                 _ => self.ignored += 1,
             }
         }
@@ -1350,7 +1353,7 @@ impl Exchange {
                     self.finish(
                         io,
                         if gone_is_fine {
-                            Ok(Value::Null)
+                            Ok(Reply::Value(Value::Null))
                         } else {
                             Err(err)
                         },
@@ -1383,7 +1386,7 @@ impl Exchange {
                     self.finish(
                         io,
                         if gone_is_fine {
-                            Ok(Value::Null)
+                            Ok(Reply::Value(Value::Null))
                         } else {
                             Err(err)
                         },
@@ -1392,7 +1395,7 @@ impl Exchange {
                     let err = self.undelivered(err);
                     self.finish(io, Err(err));
                 } else if self.expect.is_none() {
-                    self.finish(io, Ok(Value::Null));
+                    self.finish(io, Ok(Reply::Value(Value::Null)));
                 }
             }
             HttpEvent::NotSent {

@@ -119,35 +119,57 @@ impl ResultGuard {
         text: &str,
         entropy: &mut dyn Entropy,
     ) -> Result<String, Error> {
-        let source = escape_attribute(surface);
-        let tool = escape_attribute(tool);
-        self.check_len(text.len() + frame_overhead(source.len(), tool.len()))?;
-        let nonce = loop {
+        const OPEN: &str = "<untrusted-tool-output source=\"human-plus:";
+        const TOOL: &str = "\" tool=\"";
+        const ID: &str = "\" id=\"";
+        const CLOSE: &str = "\n</untrusted-tool-output id=\"";
+        const NONCE_LEN: usize = 16;
+        let len = OPEN.len()
+            + escaped_len(surface)
+            + TOOL.len()
+            + escaped_len(tool)
+            + ID.len()
+            + 2 * NONCE_LEN
+            + "\">\n".len()
+            + FRAME_NOTICE.len()
+            + 1
+            + text.len()
+            + CLOSE.len()
+            + "\">".len();
+        // The budget covers the whole frame, its own lines included.
+        self.check_len(len)?;
+        // One allocation of the final size: nothing below grows it.
+        let mut out = String::with_capacity(len);
+        loop {
             let mut bytes = [0u8; 8];
             entropy.fill_bytes(&mut bytes);
             let nonce = hex(&bytes);
-            if !text.contains(nonce.as_str()) {
-                break nonce;
+            out.clear();
+            out.push_str(OPEN);
+            push_escaped(surface, &mut out);
+            out.push_str(TOOL);
+            push_escaped(tool, &mut out);
+            out.push_str(ID);
+            out.push_str(&nonce);
+            out.push_str("\">\n");
+            out.push_str(FRAME_NOTICE);
+            out.push('\n');
+            if !copy_unless_found(text, nonce.as_bytes(), &mut out) {
+                // The text contains the nonce (a chance of about one in
+                // 2^64 per 8 bytes of text, unless the text was made to):
+                // draw another and write the frame again.
+                continue;
             }
-        };
-        let mut out = String::with_capacity(text.len() + frame_overhead(source.len(), tool.len()));
-        out.push_str("<untrusted-tool-output source=\"human-plus:");
-        out.push_str(&source);
-        out.push_str("\" tool=\"");
-        out.push_str(&tool);
-        out.push_str("\" id=\"");
-        out.push_str(&nonce);
-        out.push_str("\">\n");
-        out.push_str(FRAME_NOTICE);
-        out.push('\n');
-        out.push_str(text);
-        out.push_str("\n</untrusted-tool-output id=\"");
-        out.push_str(&nonce);
-        out.push_str("\">");
-        Ok(out)
+            out.push_str(CLOSE);
+            out.push_str(&nonce);
+            out.push_str("\">");
+            debug_assert_eq!(out.len(), len);
+            return Ok(out);
+        }
     }
 }
 
+#[cfg(test)]
 /// The bytes a frame adds around a text, for escaped attributes of these
 /// lengths.
 fn frame_overhead(source: usize, tool: usize) -> usize {
@@ -162,21 +184,103 @@ fn frame_overhead(source: usize, tool: usize) -> usize {
     OPEN + source + tool + CLOSE
 }
 
+/// Appends `text` to `out` unless `text` contains `needle`; whether it
+/// was appended (`out` may hold part of it when not).
+///
+/// One pass: the text is searched (memchr's vectorised `memmem`, its
+/// prefilter ranked by [`HexRank`]) and copied a piece at a time, each piece searched while it is in the cache the copy
+/// then reads it from; each search starts `needle.len() - 1` bytes back, so
+/// an occurrence across two pieces is found.
+fn copy_unless_found(text: &str, needle: &[u8], out: &mut String) -> bool {
+    const PIECE: usize = 16 * 1024;
+    let finder = memchr::memmem::FinderBuilder::new().build_forward_with_ranker(HexRank, needle);
+    let bytes = text.as_bytes();
+    let back = needle.len().saturating_sub(1);
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + PIECE).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end <= start {
+            // Not reachable (a piece is longer than any character); kept
+            // so the loop always advances.
+            end = text.len();
+        }
+        let window = bytes
+            .get(start.saturating_sub(back)..end)
+            .unwrap_or_default();
+        if finder.find(window).is_some() {
+            return false;
+        }
+        out.push_str(text.get(start..end).unwrap_or_default());
+        start = end;
+    }
+    true
+}
+
+/// How often memchr's prefilter should assume each byte occurs, for a
+/// needle of hex digits: digits most (results are full of numbers), then
+/// the hex letters by their frequency in English text (`e a d c f b`). The
+/// prefilter looks for the two rarest bytes of the nonce at their offsets,
+/// so ranking digits high keeps a digit-dense text (a sheet) from making
+/// every position a candidate. It changes how fast the search is, never
+/// its answer.
+#[derive(Debug, Clone, Copy)]
+struct HexRank;
+
+impl memchr::arch::all::packedpair::HeuristicFrequencyRank for HexRank {
+    fn rank(&self, byte: u8) -> u8 {
+        match byte {
+            b'0'..=b'9' => 255,
+            b'e' => 250,
+            b'a' => 245,
+            b'd' => 240,
+            b'c' => 235,
+            b'f' => 230,
+            b'b' => 225,
+            _ => 100,
+        }
+    }
+}
+
+/// The length of [`escape_attribute`]'s output for `s`.
+fn escaped_len(s: &str) -> usize {
+    s.len()
+        + s.bytes()
+            .map(|b| match b {
+                b'&' => 4,
+                b'"' => 5,
+                b'\'' => 5,
+                b'<' | b'>' => 3,
+                _ => 0,
+            })
+            .sum::<usize>()
+}
+
+/// Appends [`escape_attribute`] of `s` to `out`.
+fn push_escaped(s: &str, out: &mut String) {
+    let mut rest = s;
+    while let Some(i) = rest.find(['&', '"', '\'', '<', '>']) {
+        out.push_str(rest.get(..i).unwrap_or_default());
+        out.push_str(match rest.as_bytes().get(i) {
+            Some(b'&') => "&amp;",
+            Some(b'"') => "&quot;",
+            Some(b'\'') => "&#039;",
+            Some(b'<') => "&lt;",
+            _ => "&gt;",
+        });
+        rest = rest.get(i + 1..).unwrap_or_default();
+    }
+    out.push_str(rest);
+}
+
 /// Escapes `&`, `"`, `'`, `<` and `>` as PHP's
 /// `htmlspecialchars(ENT_QUOTES)` does (`'` as `&#039;`).
 #[must_use]
 pub fn escape_attribute(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#039;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
+    let mut out = String::with_capacity(escaped_len(s));
+    push_escaped(s, &mut out);
     out
 }
 
@@ -261,7 +365,83 @@ mod tests {
         assert_eq!(f.matches("</untrusted-tool-output").count(), 2);
     }
 
+    /// The reference escape, char by char, as it was written first.
+    fn escape_reference(s: &str) -> String {
+        let mut out = String::new();
+        for c in s.chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '"' => out.push_str("&quot;"),
+                '\'' => out.push_str("&#039;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_nonce_is_found_in_digit_dense_text() {
+        // A text made of hex digits only, holding the first nonce twice
+        // (far apart, past the sample): another nonce must be drawn.
+        let mut e = Replay(
+            vec![0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x11],
+            0,
+        );
+        let mut text = "0123456789abcdef".repeat(8192);
+        text.push_str("123456789abcdef0");
+        text.insert_str(70_000, "123456789abcdef0");
+        let f = ResultGuard::new(0).frame("s", "t", &text, &mut e).unwrap();
+        assert!(!f.contains("id=\"123456789abcdef0\""));
+    }
+
+    #[test]
+    fn a_nonce_across_two_pieces_is_found() {
+        // The first nonce straddles the copy's 16 KiB pieces, at every
+        // offset, after two-byte characters that move the piece ends.
+        for at in 16_384 - 16..=16_384 {
+            for lead in ["", "\u{e9}", "\u{e9}\u{e9}x"] {
+                let mut e = Replay(
+                    vec![0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xcd],
+                    0,
+                );
+                let mut text = lead.to_owned();
+                while text.len() < at {
+                    text.push(if text.len() % 7 == 0 { '\u{e9}' } else { 'y' });
+                }
+                text.push_str("abababababababab");
+                text.push_str(&"z".repeat(20_000));
+                let f = ResultGuard::new(0).frame("s", "t", &text, &mut e).unwrap();
+                assert!(f.ends_with("id=\"cdababababababab\">"), "at {at}");
+                assert!(f.contains(&text));
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn escaping_matches_the_reference(s in ".*") {
+            prop_assert_eq!(escape_attribute(&s), escape_reference(&s));
+            prop_assert_eq!(escaped_len(&s), escape_reference(&s).len());
+        }
+
+        #[test]
+        fn no_content_can_close_the_frame_even_near_its_nonce(
+            prefix in "[0-9a-f]{0,40}", suffix in "[0-9a-f]{0,40}", seed in any::<u64>()
+        ) {
+            // The text holds the nonce the seed draws first.
+            let mut probe = SeededEntropy::new(seed);
+            let mut bytes = [0u8; 8];
+            probe.fill_bytes(&mut bytes);
+            let text = format!("{prefix}{}{suffix}", hex(&bytes));
+            let f = ResultGuard::new(0).frame("s", "t", &text, &mut SeededEntropy::new(seed)).unwrap();
+            let first = f.lines().next().unwrap();
+            let nonce = &first[first.len() - 18..first.len() - 2];
+            prop_assert!(!text.contains(nonce));
+            prop_assert_eq!(f.matches(&format!("</untrusted-tool-output id=\"{nonce}\">")).count(), 1);
+        }
+
         #[test]
         fn no_content_can_close_the_frame(text in ".*", seed in any::<u64>()) {
             let f = ResultGuard::new(0).frame("s", "t", &text, &mut SeededEntropy::new(seed)).unwrap();

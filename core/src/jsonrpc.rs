@@ -203,6 +203,143 @@ pub fn correlate_bytes(frame: &[u8], expected: &str) -> Correlation {
     }
 }
 
+/// A correlated reply, as it reached the core: the frame's text (an SSE
+/// event, not parsed into a `Value`: the step that waits for it reads what
+/// it needs) or the value a long-poll body already held.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// The frame's text, and where its `result` is in it.
+    Text {
+        /// The whole frame.
+        frame: String,
+        /// The byte range of the (last) `result` member's value.
+        result: Option<std::ops::Range<usize>>,
+        /// The frame has an `error` member that is not `null`.
+        error: bool,
+    },
+    /// A parsed frame.
+    Value(Value),
+}
+
+impl From<Value> for Reply {
+    fn from(v: Value) -> Self {
+        Reply::Value(v)
+    }
+}
+
+impl Reply {
+    /// The reply as a `Value`.
+    ///
+    /// # Errors
+    /// [`ProtocolError::MalformedResult`](crate::ProtocolError::MalformedResult)
+    /// for a frame `Value` refuses although its envelope was read (nesting
+    /// past serde_json's limit, a number beyond the double range).
+    pub(crate) fn into_value(self) -> Result<Value, crate::Error> {
+        match self {
+            Reply::Value(v) => Ok(v),
+            Reply::Text { frame, .. } => serde_json::from_str(&frame)
+                .map_err(|_| crate::Error::Protocol(crate::ProtocolError::MalformedResult)),
+        }
+    }
+
+    /// The `result` member's text, exactly as it arrived (`Text`), or
+    /// `None` when the reply carries an error or no result (then
+    /// [`Reply::into_value`] tells which).
+    pub(crate) fn result_text(&self) -> Option<&str> {
+        match self {
+            Reply::Text {
+                frame,
+                result: Some(range),
+                error: false,
+            } => frame.get(range.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// [`correlate_bytes`] without building a `Value`: the frame's envelope is
+/// read with the members' values skipped (still checked to be JSON), and
+/// where its `result` lies is noted. Frames of other requests cost the
+/// substring test only, as in [`correlate_bytes`].
+///
+/// The same answer as [`correlate`] on every frame `Value` can read; a
+/// frame only a skip accepts (a `result` nested past serde_json's 128
+/// levels, a number beyond the double range) is correlated here, and the
+/// step that reads it refuses it as malformed instead of waiting for its
+/// deadline.
+pub(crate) fn correlate_text(frame: String, expected: &str) -> Option<Reply> {
+    let literal = memchr::memmem::find(frame.as_bytes(), b"\\u").is_none()
+        && !expected
+            .bytes()
+            .any(|b| matches!(b, b'"' | b'\\' | b'/') || b < 0x20);
+    if literal && memchr::memmem::find(frame.as_bytes(), expected.as_bytes()).is_none() {
+        return None;
+    }
+    let envelope: Envelope<'_> = serde_json::from_str(&frame).ok()?;
+    let is_reply = envelope.id.as_ref().and_then(Value::as_str) == Some(expected)
+        && !envelope.method
+        && (envelope.result.is_some() || envelope.error.is_some());
+    if !is_reply {
+        return None;
+    }
+    let base = frame.as_ptr() as usize;
+    let result = envelope.result.map(|raw| {
+        let start = (raw.get().as_ptr() as usize).saturating_sub(base);
+        start..start + raw.get().len()
+    });
+    let error = envelope.error.is_some_and(|e| e.get() != "null");
+    drop(envelope);
+    Some(Reply::Text {
+        frame,
+        result,
+        error,
+    })
+}
+
+/// A frame's members that correlation reads; the last of duplicated
+/// members wins, as in `Value`.
+#[derive(Default)]
+struct Envelope<'a> {
+    id: Option<Value>,
+    method: bool,
+    result: Option<&'a serde_json::value::RawValue>,
+    error: Option<&'a serde_json::value::RawValue>,
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Envelope<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC frame")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Envelope<'de>, A::Error> {
+                let mut e = Envelope::default();
+                while let Some(crate::listing::Key(key)) = map.next_key()? {
+                    match key.as_ref() {
+                        "id" => e.id = Some(map.next_value()?),
+                        "method" => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            e.method = true;
+                        }
+                        "result" => e.result = Some(map.next_value()?),
+                        "error" => e.error = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(e)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// A notification on the receive leg that Human+ acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Notice {

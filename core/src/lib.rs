@@ -45,6 +45,7 @@ mod guard;
 mod invitation;
 mod jsonrpc;
 mod link;
+mod listing;
 mod ops;
 mod owner;
 mod plain;
@@ -72,6 +73,9 @@ pub use guard::*;
 pub use invitation::*;
 pub use jsonrpc::*;
 pub use link::*;
+pub use listing::{
+    ListingOutcome, ListingReader, ListingVerdict, admit_listing_bytes, listing_digests,
+};
 pub use ops::*;
 pub use owner::*;
 pub use plain::*;

@@ -29,9 +29,10 @@ use crate::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
 use crate::guard::ResultGuard;
 use crate::invitation::{Activity, Participant, SurfaceInvitation};
 use crate::jsonrpc::{
-    CLIENT_NAME, CLIENT_VERSION, MCP_PROTOCOL_VERSION, RequestIds, encode_notification,
+    CLIENT_NAME, CLIENT_VERSION, MCP_PROTOCOL_VERSION, Reply, RequestIds, encode_notification,
     encode_request,
 };
+use crate::listing::ListingReader;
 use crate::owner::OwnerKey;
 use crate::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
 use crate::secrets::Secrets;
@@ -197,6 +198,15 @@ pub enum InitUpdate {
     Set(InitInfo),
     /// The attachment is terminal; forget it.
     Clear,
+}
+
+/// What discovery found among the admitted names.
+#[derive(Debug, Default)]
+struct Found {
+    /// The tool a call acts on was admitted.
+    offered: bool,
+    /// The first admitted change-feed tool.
+    feed: Option<String>,
 }
 
 /// The tools discovery admitted, and what it withheld.
@@ -443,9 +453,8 @@ struct Machine {
     /// its answer matters.
     aside: Option<Exchange>,
     init: InitUpdate,
-    listed: Vec<ToolDefinition>,
-    malformed: usize,
-    pages: usize,
+    /// The listing's pages, as their bytes arrived.
+    listing: ListingReader,
     cursor: Option<String>,
     discovery: Option<Discovery>,
     /// The tool acted on (call) or the feed tool (changes).
@@ -483,6 +492,9 @@ impl<T: OperationOutput> Operation<T> {
         record.require(owner)?;
         if matches!(kind, Kind::Tools | Kind::Call { .. } | Kind::Changes) {
             config.trust.assert_declared()?;
+            // Computed once, on the configuration every operation clones
+            // its policy from: a kept listing verdict is keyed by it.
+            let _ = config.trust.digest();
         }
         let endpoint = RelayEndpoint::new(record.invitation(), record.client_id(), &config.egress)?;
         let nonce = random_id(entropy.as_mut(), "", 4);
@@ -504,9 +516,7 @@ impl<T: OperationOutput> Operation<T> {
             exchange: None,
             aside: None,
             init: InitUpdate::Keep,
-            listed: Vec::new(),
-            malformed: 0,
-            pages: 0,
+            listing: ListingReader::new(),
             cursor: None,
             discovery: None,
             acting_tool: None,
@@ -972,9 +982,12 @@ impl Machine {
         self.result = Some(Ok(p));
     }
 
-    fn on_exchange(&mut self, r: Result<Value, Error>, now: Instant) {
+    fn on_exchange(&mut self, r: Result<Reply, Error>, now: Instant) {
         match self.step {
-            Step::Initialize => match r.and_then(|reply| self.rpc_result(reply, "initialize")) {
+            Step::Initialize => match r
+                .and_then(Reply::into_value)
+                .and_then(|reply| self.rpc_result(reply, "initialize"))
+            {
                 Ok(result) => {
                     let version = result.get("protocolVersion");
                     if !version
@@ -1014,44 +1027,54 @@ impl Machine {
                 }
                 Err(e) => self.fail(e),
             },
-            Step::List => match r.and_then(|reply| self.rpc_result(reply, "tools/list")) {
+            Step::List => match r.and_then(|reply| self.listed_page(reply)) {
                 Ok(result) => self.on_listed(result, now),
                 Err(e) => self.fail(e),
             },
-            Step::Act => self.on_acted(r),
+            Step::Act => self.on_acted(r.and_then(Reply::into_value)),
             Step::Done => {}
         }
     }
 
-    fn on_listed(&mut self, mut result: Value, now: Instant) {
-        let Some(Value::Array(entries)) = result.get_mut("tools").map(Value::take) else {
-            self.fail(Error::Protocol(ProtocolError::MalformedToolsList));
-            return;
-        };
-        for entry in entries {
-            match ToolDefinition::try_from(entry) {
-                Ok(t) => self.listed.push(t),
-                Err(_) => self.malformed += 1,
+    /// A `tools/list` reply's `result`, exactly as its bytes arrived (an
+    /// SSE frame's own bytes; a long-poll frame arrives parsed, and its
+    /// `result` is written back with serde_json, one text per value).
+    fn listed_page(&mut self, reply: Reply) -> Result<String, Error> {
+        if let Some(text) = reply.result_text() {
+            if !text.starts_with('{') {
+                return Err(Error::Protocol(ProtocolError::MalformedResult));
             }
+            return Ok(text.to_owned());
         }
-        self.pages += 1;
-        if let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
-            let ttl = Duration::from_millis(ttl);
-            self.list_ttl = Some(self.list_ttl.map_or(ttl, |t| t.min(ttl)));
-        }
+        let result = self.rpc_result(reply.into_value()?, "tools/list")?;
+        serde_json::to_string(&result).map_err(|_| Error::Protocol(ProtocolError::MalformedResult))
+    }
+
+    fn on_listed(&mut self, result: String, now: Instant) {
+        // The definitions are built only when something needs them: a
+        // `tools` operation, or a listing kept with a warm leg.
+        let definitions = matches!(self.kind, Kind::Tools) || self.may_keep_listing();
+        let next = match self.listing.page(
+            result,
+            self.record.listing_verdict(),
+            &self.trust,
+            definitions,
+        ) {
+            Ok(next) => next,
+            Err(e) => {
+                self.fail(e);
+                return;
+            }
+        };
         // Any string is a cursor, the empty one too (2026-07-28 says so
         // outright); one equal to the cursor just sent would ask for the
         // same page again, for ever.
-        let next = result
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
         if let Some(cursor) = next {
             if self.cursor.as_deref() == Some(cursor.as_str()) {
                 self.fail(Error::Protocol(ProtocolError::CursorNotAdvancing));
                 return;
             }
-            if self.pages >= self.io.config.max_tool_pages {
+            if self.listing.pages() >= self.io.config.max_tool_pages {
                 self.fail(Error::Protocol(ProtocolError::TooManyPages(
                     self.io.config.max_tool_pages,
                 )));
@@ -1061,36 +1084,83 @@ impl Machine {
             self.start_list(now);
             return;
         }
-        let listed = std::mem::take(&mut self.listed);
-        let admission = match self.trust.admit(listed) {
-            Ok(a) => a,
+        let listing = std::mem::take(&mut self.listing);
+        let outcome = match listing.finish(&self.trust, self.record.listing_verdict(), definitions)
+        {
+            Ok(o) => o,
             Err(e) => {
                 self.fail(e);
                 return;
             }
         };
-        let offered = admission
-            .admitted
-            .iter()
-            .any(|t| is_change_feed_tool(t.name()));
-        self.record.observe_change_feed(offered);
-        let discovery = Discovery {
-            tools: admission.admitted,
-            withheld: admission.withheld,
-            malformed: self.malformed,
-        };
-        self.keep_listing(&discovery, now);
-        self.on_discovery(discovery, now);
+        if let Some(ttl) = outcome.ttl_ms {
+            self.list_ttl = Some(Duration::from_millis(ttl));
+        }
+        let found = self.find_in(outcome.admitted().iter().map(String::as_str));
+        let admission = outcome.admission;
+        let (malformed, reused) = (outcome.malformed, outcome.reused);
+        let verdict = (!reused).then(|| outcome.verdict.into_owned());
+        if let Some(verdict) = verdict {
+            self.record.keep_listing_verdict(verdict);
+        }
+        self.record.observe_change_feed(found.feed.is_some());
+        match admission {
+            Some(admission) => {
+                let discovery = Discovery {
+                    tools: admission.admitted,
+                    withheld: admission.withheld,
+                    malformed,
+                };
+                self.keep_listing(&discovery, now);
+                self.on_discovery(discovery, now);
+            }
+            None => self.act(found, now),
+        }
+    }
+
+    /// Whether a listing fetched now may be kept with the leg (warm mode,
+    /// a surface that declared `tools.listChanged`, a non-zero bound).
+    fn may_keep_listing(&self) -> bool {
+        self.io.config.warm
+            && self.info.is_some_and(|i| i.list_changed)
+            && !self.io.config.listing_max_age.is_zero()
     }
 
     /// What the operation does with the admitted tools, listed now or kept.
     fn on_discovery(&mut self, discovery: Discovery, now: Instant) {
+        if matches!(self.kind, Kind::Tools) {
+            self.succeed(Produced::Tools(discovery));
+            return;
+        }
+        let found = self.find_in(discovery.tools.iter().map(ToolDefinition::name));
+        self.discovery = Some(discovery);
+        self.act(found, now);
+    }
+
+    /// Among the admitted names: whether the tool a call acts on is one,
+    /// and the first change-feed tool.
+    fn find_in<'n>(&self, names: impl Iterator<Item = &'n str>) -> Found {
+        let wanted = match &self.kind {
+            Kind::Call { tool, .. } => Some(tool.as_str()),
+            _ => None,
+        };
+        let mut found = Found::default();
+        for name in names {
+            found.offered |= wanted == Some(name);
+            if found.feed.is_none() && is_change_feed_tool(name) {
+                found.feed = Some(name.to_owned());
+            }
+        }
+        found
+    }
+
+    /// Acts on what discovery admitted: the call, or the change feed.
+    fn act(&mut self, found: Found, now: Instant) {
         match &self.kind {
-            Kind::Tools => self.succeed(Produced::Tools(discovery)),
             Kind::Call { tool, arguments } => {
                 let tool = tool.clone();
                 let arguments = arguments.clone();
-                if !discovery.tools.iter().any(|t| t.name() == tool) {
+                if !found.offered {
                     self.fail(Error::ToolRefused(ToolRefusal::NotOffered(tool)));
                     return;
                 }
@@ -1105,28 +1175,19 @@ impl Machine {
                     ));
                     return;
                 }
-                self.discovery = Some(discovery);
                 self.call_tool(tool, arguments, now);
             }
-            Kind::Changes => {
-                let feed = discovery
-                    .tools
-                    .iter()
-                    .find(|t| is_change_feed_tool(t.name()))
-                    .map(|t| t.name().to_owned());
-                self.discovery = Some(discovery);
-                match feed {
-                    None => self.succeed(Produced::Changes(SurfaceChanges::unavailable())),
-                    Some(feed) => {
-                        let mut args = Map::new();
-                        if let Some(rev) = self.record.revision() {
-                            args.insert("since".to_owned(), Value::String(rev.token().to_owned()));
-                        }
-                        self.call_tool(feed, Value::Object(args), now);
+            Kind::Changes => match found.feed {
+                None => self.succeed(Produced::Changes(SurfaceChanges::unavailable())),
+                Some(feed) => {
+                    let mut args = Map::new();
+                    if let Some(rev) = self.record.revision() {
+                        args.insert("since".to_owned(), Value::String(rev.token().to_owned()));
                     }
+                    self.call_tool(feed, Value::Object(args), now);
                 }
-            }
-            Kind::Announce { .. } | Kind::Detach => {}
+            },
+            Kind::Tools | Kind::Announce { .. } | Kind::Detach => {}
         }
     }
 

@@ -207,6 +207,22 @@ impl ToolDefinition {
     }
 }
 
+impl ToolDefinition {
+    /// A definition from parts already checked by the listing rules (a
+    /// name that is not blank, a schema that is an object).
+    pub(crate) fn from_checked_parts(
+        name: String,
+        description: String,
+        input_schema: Value,
+    ) -> Self {
+        ToolDefinition {
+            name,
+            description,
+            input_schema,
+        }
+    }
+}
+
 impl TryFrom<Value> for ToolDefinition {
     type Error = Error;
 
@@ -275,7 +291,7 @@ fn canonical_material(name: &str, description: &str, input_schema: &Value) -> St
 }
 
 /// Blank as PHP's `trim()` sees it: only ASCII space, `\t \n \r \0 \x0B`.
-fn is_blank(name: &str) -> bool {
+pub(crate) fn is_blank(name: &str) -> bool {
     name.chars()
         .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\0' | '\x0B'))
 }

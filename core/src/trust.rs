@@ -15,7 +15,12 @@
 //! mismatch refuses the whole discovery.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::canonical::canonical_json;
 use crate::error::{Error, ToolRefusal};
 use crate::owner::constant_time_eq;
 use crate::tool::ToolDefinition;
@@ -188,6 +193,7 @@ pub struct TrustPolicy {
     scope: Scope,
     pins: BTreeMap<String, String>,
     withhold_changed_pins: bool,
+    digest: DigestCell,
 }
 
 impl Default for TrustPolicy {
@@ -213,6 +219,7 @@ impl TrustPolicy {
             scope: Scope::Undeclared,
             pins: BTreeMap::new(),
             withhold_changed_pins: false,
+            digest: DigestCell::default(),
         }
     }
 
@@ -241,6 +248,7 @@ impl TrustPolicy {
             scope: Scope::Allowing(names.into_iter().map(Into::into).collect()),
             pins: collect_pins(pins),
             withhold_changed_pins: false,
+            digest: DigestCell::default(),
         }
     }
 
@@ -265,6 +273,7 @@ impl TrustPolicy {
             scope: Scope::EveryTool,
             pins: collect_pins(pins),
             withhold_changed_pins: false,
+            digest: DigestCell::default(),
         }
     }
 
@@ -279,6 +288,7 @@ impl TrustPolicy {
     #[must_use]
     pub fn with_pin(mut self, name: impl Into<String>, digest: impl Into<String>) -> Self {
         self.pins.insert(name.into(), digest.into());
+        self.digest = DigestCell::default();
         self
     }
 
@@ -309,6 +319,7 @@ impl TrustPolicy {
     #[must_use]
     pub fn withhold_changed_pins(mut self, on: bool) -> Self {
         self.withhold_changed_pins = on;
+        self.digest = DigestCell::default();
         self
     }
 
@@ -318,6 +329,41 @@ impl TrustPolicy {
     #[must_use]
     pub fn withholds_changed_pins(&self) -> bool {
         self.withhold_changed_pins
+    }
+
+    /// SHA-256 of the policy's canonical form: its scope (undeclared, an
+    /// allowlist and its names, or every tool), its pins and whether it
+    /// withholds changed pins, as RFC 8785 canonical JSON. Two policies that
+    /// judge every listing alike have the same digest; it is computed once
+    /// and kept with the policy. A kept listing verdict is keyed by it
+    /// ([`crate::ListingVerdict`]).
+    ///
+    /// ```
+    /// use human_plus_core::{NO_PINS, TrustPolicy};
+    ///
+    /// let a = TrustPolicy::allowing(["b", "a"], NO_PINS);
+    /// assert_eq!(a.digest(), TrustPolicy::allowing(["a", "b"], NO_PINS).digest());
+    /// assert_ne!(a.digest(), a.clone().with_pin("a", "sha256:00").digest());
+    /// assert_ne!(a.digest(), a.clone().withhold_changed_pins(true).digest());
+    /// assert_ne!(a.digest(), TrustPolicy::every_tool(NO_PINS).digest());
+    /// ```
+    #[must_use]
+    pub fn digest(&self) -> [u8; 32] {
+        *self.digest.0.get_or_init(|| {
+            let (scope, allow) = match &self.scope {
+                Scope::Undeclared => ("undeclared", Value::Null),
+                Scope::Allowing(names) => ("allowing", json!(names)),
+                Scope::EveryTool => ("everyTool", Value::Null),
+            };
+            let form = json!({
+                "v": 1,
+                "scope": scope,
+                "allow": allow,
+                "pins": self.pins,
+                "withholdChangedPins": self.withhold_changed_pins,
+            });
+            Sha256::digest(canonical_json(&form).as_bytes()).into()
+        })
     }
 
     /// Whether the policy was never declared.
@@ -432,11 +478,23 @@ impl TrustPolicy {
     /// # Ok::<(), human_plus_core::Error>(())
     /// ```
     pub fn admit(&self, tools: Vec<ToolDefinition>) -> Result<Admission, Error> {
+        let (admitted, withheld) = self.judge(tools)?;
+        Ok(Admission { admitted, withheld })
+    }
+
+    /// [`TrustPolicy::admit`] over anything with a name and a digest: the
+    /// one place the admission rule is written (a [`ToolDefinition`], or a
+    /// listed entry read from its bytes and digested without being built).
+    pub(crate) fn judge<T: Judged>(
+        &self,
+        tools: impl IntoIterator<Item = T>,
+    ) -> Result<(Vec<T>, Vec<Withheld>), Error> {
         self.assert_declared()?;
-        let mut admission = Admission::default();
+        let mut admitted: Vec<T> = Vec::new();
+        let mut withheld = Vec::new();
         for tool in tools {
             if let Err(reason) = self.check_name(tool.name()) {
-                admission.withheld.push(Withheld {
+                withheld.push(Withheld {
                     name: tool.name().to_owned(),
                     reason,
                 });
@@ -446,22 +504,22 @@ impl TrustPolicy {
                 if !self.withhold_changed_pins {
                     return Err(Error::ToolRefused(reason));
                 }
-                admission.withheld.push(Withheld {
+                withheld.push(Withheld {
                     name: tool.name().to_owned(),
                     reason,
                 });
                 continue;
             }
-            if admission.get(tool.name()).is_some() {
-                admission.withheld.push(Withheld {
+            if admitted.iter().any(|t| t.name() == tool.name()) {
+                withheld.push(Withheld {
                     name: tool.name().to_owned(),
                     reason: ToolRefusal::NotOffered(tool.name().to_owned()),
                 });
                 continue;
             }
-            admission.admitted.push(tool);
+            admitted.push(tool);
         }
-        Ok(admission)
+        Ok((admitted, withheld))
     }
 
     /// Steps 1–3: the name alone.
@@ -480,13 +538,51 @@ impl TrustPolicy {
     }
 
     /// Step 4: the pin, if the name has one.
-    fn check_pin(&self, tool: &ToolDefinition) -> Result<(), ToolRefusal> {
+    fn check_pin<T: Judged>(&self, tool: &T) -> Result<(), ToolRefusal> {
         match self.pins.get(tool.name()) {
             Some(pin) if !constant_time_eq(pin.as_bytes(), tool.digest().as_bytes()) => {
                 Err(ToolRefusal::PinChanged(tool.name().to_owned()))
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// What admission needs of a listed tool: its name, and its digest when
+/// the name is pinned.
+pub(crate) trait Judged {
+    /// The name, exactly as listed.
+    fn name(&self) -> &str;
+    /// [`ToolDefinition::digest`] of the definition.
+    fn digest(&self) -> String;
+}
+
+impl Judged for ToolDefinition {
+    fn name(&self) -> &str {
+        ToolDefinition::name(self)
+    }
+
+    fn digest(&self) -> String {
+        ToolDefinition::digest(self)
+    }
+}
+
+/// The digest of a policy, computed once and kept with it. It takes no
+/// part in comparing policies (it is a function of the rest).
+#[derive(Clone, Default)]
+struct DigestCell(OnceLock<[u8; 32]>);
+
+impl PartialEq for DigestCell {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DigestCell {}
+
+impl std::fmt::Debug for DigestCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DigestCell")
     }
 }
 

@@ -9,8 +9,8 @@
 //! PHP writes an empty schema as `[]` (parity G-34).
 
 use human_plus_core::{
-    Error, NO_PINS, ToolDefinition, ToolRefusal, TrustPolicy, canonical_json, digest_of,
-    is_reserved_tool_name, is_well_formed_tool_name,
+    Error, NO_PINS, ToolDefinition, ToolRefusal, TrustPolicy, admit_listing_bytes, canonical_json,
+    digest_of, is_reserved_tool_name, is_well_formed_tool_name, listing_digests,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -377,6 +377,19 @@ fn run(case: &Case) {
     let tool = ToolDefinition::new(case.name, case.description, schema).unwrap();
     let digest = tool.digest();
     assert_eq!(digest, case.digest, "{id}: digest");
+    // The listing read from its bytes (the schema as the row writes it,
+    // keys in its order) digests the same, without building a Value.
+    let listed = format!(
+        r#"{{"tools":[{{"name":{},"description":{},"inputSchema":{}}}]}}"#,
+        serde_json::to_string(case.name).unwrap(),
+        serde_json::to_string(case.description).unwrap(),
+        case.schema_json
+    );
+    assert_eq!(
+        listing_digests(listed.as_bytes()).unwrap(),
+        [(case.name.to_owned(), case.digest.to_owned())],
+        "{id}: digest from the listing's bytes"
+    );
 
     let pins: Vec<(&str, String)> = case
         .pins
@@ -409,6 +422,13 @@ fn run(case: &Case) {
     assert_eq!(policy.allows(tool.name()), case.allows, "{id}: allows");
     assert_eq!(admitted.is_ok(), case.admitted, "{id}: admitted");
     assert_eq!(first, case.refusal, "{id}: refusal");
+
+    // The listing path from bytes decides the same as `admit`.
+    let from_bytes = admit_listing_bytes(listed.as_bytes(), &policy).map(|o| o.admitted().to_vec());
+    let from_value = policy
+        .admit(vec![tool.clone()])
+        .map(|a| a.admitted_names().map(str::to_owned).collect::<Vec<_>>());
+    assert_eq!(from_bytes, from_value, "{id}: listing from bytes");
 
     // The discovery path decides the same.
     match policy.admit(vec![tool.clone()]) {

@@ -40,6 +40,13 @@ use human_plus_runtime::{NetSettings, Resolve};
 
 use crate::driver::now;
 
+/// The read buffer of a relay connection, in bytes: hyper reads exactly
+/// this much at a time and a response head must fit in it. A relay's heads
+/// are a few hundred bytes and its bodies are streamed to the core, which
+/// bounds them; hyper's default (8 KiB, growing to about 400 KiB) sized
+/// every connection for far larger messages than a relay sends.
+const RELAY_READ_BUFFER: usize = 4096;
+
 /// A transport error of `kind`.
 pub(crate) fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
     Error::Transport(TransportError::new(kind, message))
@@ -146,6 +153,7 @@ impl Connector {
             Box::new(tcp)
         };
         let (sender, connection) = http1::Builder::new()
+            .read_buf_exact_size(Some(RELAY_READ_BUFFER))
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| transport(TransportErrorKind::Io, format!("HTTP/1.1 handshake: {e}")))?;

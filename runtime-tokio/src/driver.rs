@@ -22,7 +22,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tracing::Instrument;
 
 use crate::connect::{Connector, transport};
-use crate::perform::perform;
+use crate::perform::{Event, perform};
 
 /// How many request events may queue before a request task waits for the
 /// driver (back-pressure on a fast stream).
@@ -74,7 +74,7 @@ impl Drop for InFlight {
 /// closes the stream.
 pub struct WarmStream {
     task: JoinHandle<()>,
-    rx: mpsc::Receiver<(RequestId, HttpEvent, Instant)>,
+    rx: mpsc::Receiver<Event>,
 }
 
 impl std::fmt::Debug for WarmStream {
@@ -95,7 +95,8 @@ impl KeptStream for WarmStream {
     fn drain_into(&mut self, leg: &mut WarmLeg) {
         // Each event at the time its reader received it, so a leg that
         // went silent is seen as silent.
-        while let Ok((_, event, at)) = self.rx.try_recv() {
+        while let Ok(boxed) = self.rx.try_recv() {
+            let (_, event, at) = *boxed;
             leg.handle_event(event, at);
         }
         if self.task.is_finished() {
@@ -117,7 +118,7 @@ pub(crate) async fn drive<T: OperationOutput>(
     mut warm: Option<WarmStream>,
 ) -> Result<(Outcome<T>, Option<WarmStream>), Error> {
     let endpoint = Arc::new(op.endpoint().clone());
-    let (tx, mut rx) = mpsc::channel::<(RequestId, HttpEvent, Instant)>(EVENT_QUEUE);
+    let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let mut inflight = InFlight::new();
     loop {
         while let Some(transmit) = op.poll_transmit() {
@@ -176,7 +177,8 @@ pub(crate) async fn drive<T: OperationOutput>(
         let sleep = wake.map(tokio::time::Instant::from_std);
         tokio::select! {
             event = rx.recv() => {
-                if let Some((id, event, _)) = event {
+                if let Some(boxed) = event {
+                    let (id, event, _) = *boxed;
                     op.handle_event(id, event, now());
                 }
             }
@@ -186,7 +188,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                     None => std::future::pending().await,
                 }
             } => {
-                match event {
+                match event.map(|boxed| *boxed) {
                     Some((id, event, _)) => op.handle_event(id, event, now()),
                     // The stream's task ended without a last word.
                     None => {
