@@ -327,7 +327,7 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Failu
     let tmp = dir.join(format!(
         ".{file_name}.human-plus-{}-{}.tmp",
         std::process::id(),
-        crate::demo::random_hex(4)
+        crate::random::random_hex(4)
     ));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
