@@ -34,7 +34,9 @@
 mod blocking;
 mod body;
 mod driver;
+mod flavours;
 mod manager;
+mod parts;
 mod resolve;
 #[cfg(feature = "rig")]
 mod rig;
@@ -46,7 +48,8 @@ pub use driver::{
     AsyncFlavour, BlockingFlavour, Drive, Driven, Driver, Flavour, KeptStream, ManagerOf,
     NetSettings, ResolverOf,
 };
-pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder, Parts};
+pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
+pub use parts::Parts;
 pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};
 #[cfg(feature = "rig")]
 pub use rig::{Approve, rig_error};
