@@ -30,6 +30,7 @@ pub mod exit;
 pub mod join;
 pub mod logs;
 pub mod mcp;
+mod pins;
 pub mod probe;
 pub mod profile;
 mod random;
@@ -37,6 +38,7 @@ mod rt;
 pub mod serve;
 mod story;
 pub mod style;
+mod token;
 pub mod web;
 pub mod web_demo;
 
