@@ -38,7 +38,7 @@ use tokio_rustls::TlsConnector;
 
 use human_plus_runtime::{NetSettings, Resolve};
 
-use crate::driver::now;
+use crate::clock::now;
 
 /// A transport error of `kind`.
 pub(crate) fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {

@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 
 use human_plus_runtime::BodyReport;
 
+use crate::clock::now;
 use crate::connect::{Connector, transport};
-use crate::driver::now;
 
 /// Where a request's events go: `(request, event)` into the operation's
 /// channel.
