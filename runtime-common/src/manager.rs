@@ -26,8 +26,9 @@ use human_plus_store::{
 use tracing::Instrument;
 
 use crate::driver::{Drive, Driver, Flavour, KeptStream, ManagerOf, NetSettings, ResolverOf};
+use crate::entropy::{OsEntropy, os_entropy};
 use crate::parts::Parts;
-use crate::{OsEntropy, TlsRoots, client_config, os_entropy};
+use crate::tls::{TlsRoots, client_config};
 
 /// The default bound on each connection step: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
