@@ -6,84 +6,24 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Activity, EgressPolicy, Error, ManagerConfig, NO_PINS, Participant, Priority,
-    SurfaceInvitation, ToolRefusal, TransportConfig, TrustPolicy, hex,
+    EgressPolicy, Error, ManagerConfig, NO_PINS, Participant, SurfaceInvitation, ToolRefusal,
+    TransportConfig, TrustPolicy,
 };
 use human_plus_relay::{CallOutcome, DemoSurface, RelayServer};
-use human_plus_runtime::OsEntropy;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::agent::{Agent, AgentSetup, build_agent};
+use crate::agent::{AgentSetup, build_agent};
 use crate::args::DemoArgs;
-use crate::commands::withheld_reason;
-use crate::connect::receive_leg;
 use crate::exit::{Failure, printable};
-use crate::style::{Style, indent};
-
-/// The owner of the demo's attachments.
-pub(crate) const OWNER: &str = "demo-conversation";
-
-/// The tools the demo trusts; the confirmation tool is listed on purpose.
-pub(crate) const ALLOW: [&str; 4] = [
-    "sheet_get_cell",
-    "sheet_set_cell",
-    "changes_since",
-    "sheet_confirm_edit",
-];
+pub use crate::random::random_hex;
+use crate::story::{
+    Audience, Narrator, OWNER, agent_line, attach, change_feed, detach, discover, edit, internal,
+    read, reread_and_write, stale_write, step_failed, trust, unexpected,
+};
+use crate::style::Style;
 
 /// The host name the demo's test resolver maps to a private address.
 const REBINDING_HOST: &str = "sheets.corp.example";
-
-/// A fresh random hex string of `bytes` bytes.
-#[must_use]
-pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    human_plus_core::Entropy::fill_bytes(&mut OsEntropy, &mut buf);
-    hex(&buf)
-}
-
-pub(crate) struct Narrator {
-    pub(crate) style: Style,
-    pub(crate) buf: String,
-}
-
-impl Narrator {
-    pub(crate) fn screen(&mut self, n: u32, title: &str) {
-        self.flush();
-        self.buf.push_str(&format!(
-            "\n{}\n",
-            self.style.bold(&format!("{n}  {title}"))
-        ));
-    }
-
-    pub(crate) fn line(&mut self, text: &str) {
-        self.buf.push_str(&indent(text, 3));
-        self.buf.push('\n');
-    }
-
-    pub(crate) fn flush(&mut self) {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(self.buf.as_bytes());
-        let _ = out.flush();
-        self.buf.clear();
-    }
-}
-
-pub(crate) fn internal(what: &str) -> impl Fn(&dyn std::fmt::Display) -> Failure + '_ {
-    move |e| Failure::internal(format!("{what}: {e}"))
-}
-
-pub(crate) fn step_failed(step: &str, e: &Error) -> Failure {
-    let mut f = Failure::from_error(e, &crate::exit::Context::default());
-    f.message = format!("the demo failed at \"{step}\": {}", f.message);
-    f
-}
-
-pub(crate) fn unexpected(step: &str) -> Failure {
-    Failure::internal(format!(
-        "the demo failed at \"{step}\": the outcome was not the one the story needs"
-    ))
-}
 
 /// Runs the demo, printing the story on stdout.
 ///
@@ -156,63 +96,23 @@ fn story(
         s.bold("Human+ demo: an agent and a person editing the same sheet")
     ));
     n.line(&format!("relay     {base}  (in-process, loopback)"));
-    n.line(&format!(
-        "agent     {} runtime, {} transport",
-        args.runtime.as_str(),
-        args.transport.as_str()
-    ));
+    agent_line(n, args);
     n.line(&format!(
         "the page  session {session}: a small sheet (Item, Qty, Price) a person has open"
     ));
 
     hostile(n, args, session, token)?;
 
-    // 2. Trust.
-    n.screen(2, "Trust is declared before the surface is asked anything");
-    n.line(&format!("--allow {}", ALLOW.join(",")));
-    n.line("(the confirmation tool is on the list on purpose)");
-
-    let transport = TransportConfig::default()
-        .receive_leg(receive_leg(args.transport))
-        .timeout(Duration::from_secs(20));
-    let config = ManagerConfig::new(
-        EgressPolicy::new(["127.0.0.1"])
-            .allow_ports([port])
-            .allow_unverified_egress(true),
-        TrustPolicy::allowing(ALLOW, NO_PINS),
-    )
-    .transport(transport);
-    let agent = build_agent(args.runtime, AgentSetup::new(config))
-        .map_err(|e| step_failed("building the manager", &e))?;
+    let to = Audience::Terminal(surface);
+    let agent = trust(n, args, port)?;
     let invitation =
         SurfaceInvitation::new_insecure_loopback(base, session, token, "sheet:demo", "Human+ demo")
             .map_err(|e| step_failed("the invitation", &e))?;
-    let participant = Participant::new("demo-agent", "Human+ demo agent", "#7c3aed");
-    let attachment = agent
-        .attach(OWNER, invitation, participant)
-        .map_err(|e| step_failed("attach", &e))?;
-    let id = attachment.id().to_owned();
-
+    let id = attach(agent.as_ref(), invitation)?;
     discover(n, agent.as_ref(), &id)?;
+    let r1 = read(n, to, agent.as_ref(), &id)?;
 
-    // 4. A read with its revision.
-    n.screen(4, "The agent reads B4");
-    let read = agent
-        .call(OWNER, &id, "sheet_get_cell", json!({"address": "B4"}))
-        .map_err(|e| step_failed("the first read", &e))?;
-    let r1 = read
-        .revision
-        .as_ref()
-        .map(|r| r.token().to_owned())
-        .ok_or_else(|| unexpected("the first read"))?;
-    let b4 = surface.cell("B4").unwrap_or_default();
-    n.line(&format!(
-        "B4 = {b4} at revision {r1}. The model sees the result framed as untrusted data:"
-    ));
-    n.line(&indent(&read.text, 2));
-
-    // 5. The person edits.
-    n.screen(5, "The person edits the same cell");
+    edit(n, to);
     let r2 = surface
         .person()
         .set_cell("B4", "12")
@@ -221,79 +121,9 @@ fn story(
         "The person types 12 into B4; the sheet moves to {r2}."
     ));
 
-    // 6. The stale write.
-    n.screen(
-        6,
-        &format!("The agent writes B4 = 8, pinned to {r1}: refused"),
-    );
-    match agent.call(
-        OWNER,
-        &id,
-        "sheet_set_cell",
-        json!({"address": "B4", "value": "8"}),
-    ) {
-        Err(Error::SurfaceChangedUnderYou(refusal)) => {
-            let still = surface.cell("B4").unwrap_or_default();
-            n.line(&format!(
-                "{}: nothing was written (B4 is still {still}). What the model reads:",
-                s.bad("surface_changed_under_you")
-            ));
-            n.line(&indent(&refusal.to_string(), 2));
-        }
-        Err(e) => return Err(step_failed("the stale write", &e)),
-        Ok(_) => return Err(unexpected("the stale write")),
-    }
-
+    stale_write(n, to, agent.as_ref(), &id, "B4", &r1)?;
     change_feed(n, agent.as_ref(), &id)?;
-
-    // 8. Re-read and a successful write.
-    n.screen(8, "Re-read, then write where the person is not");
-    let reread = agent
-        .call(OWNER, &id, "sheet_get_cell", json!({"address": "B4"}))
-        .map_err(|e| step_failed("the re-read", &e))?;
-    let r_now = reread
-        .revision
-        .as_ref()
-        .map(|r| r.token().to_owned())
-        .unwrap_or_default();
-    let qty = surface.cell("B4").unwrap_or_default();
-    n.line(&format!(
-        "B4 = {qty} at revision {r_now}: the person's value stands."
-    ));
-    agent
-        .announce(
-            OWNER,
-            &id,
-            &Activity::new("editing")
-                .target("D4")
-                .priority(Priority::Attention),
-        )
-        .map_err(|e| step_failed("announce", &e))?;
-    n.line("The agent announces: editing D4 (attention).");
-    let price: f64 = surface
-        .cell("C4")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0.0);
-    let total = qty.parse::<f64>().unwrap_or(0.0) * price;
-    let total = format!("{total:.2}");
-    let written = agent
-        .call(
-            OWNER,
-            &id,
-            "sheet_set_cell",
-            json!({"address": "D4", "value": total}),
-        )
-        .map_err(|e| step_failed("the write", &e))?;
-    n.line(&format!(
-        "D4 = {total} ({qty} x {price:.2}), pinned to {}: {}, the sheet is at {}.",
-        written
-            .pinned
-            .as_ref()
-            .map(|r| r.token())
-            .unwrap_or("nothing"),
-        s.good("applied"),
-        written.revision.as_ref().map(|r| r.token()).unwrap_or("?")
-    ));
+    reread_and_write(n, to, agent.as_ref(), &id)?;
 
     // 9. What the page saw.
     n.screen(9, "What the page saw");
@@ -326,11 +156,7 @@ fn story(
         surface.cell("B4").unwrap_or_default(),
         surface.cell("D4").unwrap_or_default()
     ));
-    agent
-        .detach(OWNER, &id)
-        .map_err(|e| step_failed("detach", &e))?;
-    n.line("The agent detaches; the person's session stays open.");
-    Ok(())
+    detach(n, to, agent.as_ref(), &id)
 }
 
 pub(crate) fn describe_activity(a: &Value) -> String {
@@ -345,28 +171,6 @@ pub(crate) fn describe_activity(a: &Value) -> String {
         text(&a["target"]),
         text(&a["priority"])
     )
-}
-
-/// Screen 7: the change feed, and whom to defer to.
-pub(crate) fn change_feed(n: &mut Narrator, agent: &dyn Agent, id: &str) -> Result<(), Failure> {
-    n.screen(7, "The change feed: defer to the person");
-    let changes = agent
-        .changes_since(OWNER, id)
-        .map_err(|e| step_failed("the change feed", &e))?;
-    n.line(&changes.describe());
-    let defer = changes.defer_to();
-    if defer.is_empty() {
-        return Err(unexpected("the change feed"));
-    }
-    for c in defer {
-        n.line(&format!(
-            "{}  {} by {}: re-read it, do not correct it",
-            printable(c.handle()),
-            c.kind().as_str(),
-            c.actor().as_str()
-        ));
-    }
-    Ok(())
 }
 
 fn hostile(n: &mut Narrator, args: &DemoArgs, session: &str, token: &str) -> Result<(), Failure> {
@@ -425,55 +229,5 @@ fn hostile(n: &mut Narrator, args: &DemoArgs, session: &str, token: &str) -> Res
         Err(e) => return Err(step_failed("the rebinding invitation", &e)),
     }
     n.line("No connection was made to either address.");
-    Ok(())
-}
-
-pub(crate) fn discover(n: &mut Narrator, agent: &dyn Agent, id: &str) -> Result<(), Failure> {
-    n.screen(3, "Tools discovered from the surface's own tools/list");
-    let d = agent
-        .tools(OWNER, id)
-        .map_err(|e| step_failed("discovery", &e))?;
-    let width = d
-        .tools
-        .iter()
-        .map(|t| t.name().len())
-        .chain(d.withheld.iter().map(|w| w.name.len()))
-        .max()
-        .unwrap_or(0);
-    for t in &d.tools {
-        n.line(&format!(
-            "admitted  {:width$}  {}",
-            printable(t.name()),
-            t.digest()
-        ));
-    }
-    let mut not_allowed = Vec::new();
-    for w in &d.withheld {
-        let (code, reason) = withheld_reason(w);
-        if code == "not_allowed" {
-            not_allowed.push(printable(&w.name));
-        } else {
-            n.line(&format!(
-                "{}  {:width$}  {reason}",
-                n.style.bad("withheld"),
-                printable(&w.name)
-            ));
-        }
-    }
-    if !not_allowed.is_empty() {
-        n.line(&format!(
-            "withheld  {}: not in the allowlist",
-            not_allowed.join(", ")
-        ));
-    }
-    if !d.withheld.iter().any(|w| w.name == "sheet_confirm_edit") {
-        return Err(unexpected("discovery"));
-    }
-    if let Some(t) = d.tools.iter().find(|t| t.name() == "sheet_set_cell") {
-        n.line(&format!(
-            "Pin a reviewed definition so a changed tool stops the agent: --pin sheet_set_cell={}",
-            t.digest()
-        ));
-    }
     Ok(())
 }

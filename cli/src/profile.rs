@@ -267,7 +267,7 @@ pub fn load(name: &str) -> Result<Loaded, Failure> {
     }
     let pins_path = dir.join(PINS_FILE);
     let pins = if pins_path.exists() {
-        Some(crate::connect::read_pins(&pins_path)?)
+        Some(crate::pins::read_pins(&pins_path)?)
     } else {
         None
     };
@@ -296,7 +296,7 @@ pub fn read_token(path: &Path) -> Result<String, Failure> {
         ))
         .with_hint(format!("chmod 600 {}", path.display())));
     }
-    crate::connect::read_token(Some(path))
+    crate::token::read_token(Some(path))
 }
 
 #[cfg(unix)]
@@ -327,7 +327,7 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Failu
     let tmp = dir.join(format!(
         ".{file_name}.human-plus-{}-{}.tmp",
         std::process::id(),
-        crate::demo::random_hex(4)
+        crate::random::random_hex(4)
     ));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

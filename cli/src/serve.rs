@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, Write as _};
+use std::io::BufRead;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,21 +16,9 @@ use serde_json::Value;
 
 use crate::args::{RelayArgs, Revisions, SurfaceArgs, Transport};
 use crate::connect::{read_ca, read_token};
+use crate::console::say;
 use crate::exit::{Failure, printable};
-
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::internal(format!("the tokio runtime could not start: {e}")))
-}
-
-pub(crate) fn say(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-}
+use crate::rt::runtime;
 
 /// `human-plus relay`: serves until Ctrl-C.
 ///

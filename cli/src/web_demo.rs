@@ -5,22 +5,18 @@ use std::io::BufRead as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use human_plus_core::{
-    Activity, EgressPolicy, Error, ManagerConfig, NO_PINS, Participant, Priority,
-    SurfaceInvitation, TransportConfig, TrustPolicy,
-};
+use human_plus_core::{Activity, Priority, SurfaceInvitation};
 use human_plus_relay::{CorsPolicy, RelayServer};
-use serde_json::json;
 
-use crate::agent::{AgentSetup, build_agent};
 use crate::args::{DemoArgs, SurfaceArgs, Transport};
-use crate::connect::receive_leg;
-use crate::demo::{
-    ALLOW, Narrator, OWNER, change_feed, discover, internal, step_failed, unexpected,
-};
+use crate::console::say;
 use crate::exit::{Failure, printable};
-use crate::serve::{runtime, say};
-use crate::style::{Style, indent};
+use crate::rt::runtime;
+use crate::story::{
+    Audience, Narrator, OWNER, agent_line, attach, change_feed, detach, discover, edit, internal,
+    read, reread_and_write, stale_write, step_failed, trust, unexpected,
+};
+use crate::style::Style;
 use crate::web::{PageConfig, PageRelayAuth, PageServer, PageTransport};
 
 /// The surface id the web page shows in its invitation.
@@ -184,11 +180,7 @@ fn story(
         "relay     {base}  (in-process, loopback; CORS allows {} only)",
         page.origin()
     ));
-    n.line(&format!(
-        "agent     {} runtime, {} transport",
-        args.runtime.as_str(),
-        args.transport.as_str()
-    ));
+    agent_line(n, args);
     n.line(&format!("the page  {}", page.url()));
     n.buf.push('\n');
     n.buf.push_str(&format!(
@@ -212,21 +204,8 @@ fn story(
     ));
     n.line("(the token stays out of this terminal: the page has a Copy button for it)");
 
-    n.screen(2, "Trust is declared before the surface is asked anything");
-    n.line(&format!("--allow {}", ALLOW.join(",")));
-    n.line("(the confirmation tool is on the list on purpose)");
-    let transport = TransportConfig::default()
-        .receive_leg(receive_leg(args.transport))
-        .timeout(Duration::from_secs(20));
-    let config = ManagerConfig::new(
-        EgressPolicy::new(["127.0.0.1"])
-            .allow_ports([relay.addr().port()])
-            .allow_unverified_egress(true),
-        TrustPolicy::allowing(ALLOW, NO_PINS),
-    )
-    .transport(transport);
-    let agent = build_agent(args.runtime, AgentSetup::new(config))
-        .map_err(|e| step_failed("building the manager", &e))?;
+    let to = Audience::Web;
+    let agent = trust(n, args, relay.addr().port())?;
     let surface_invitation = SurfaceInvitation::new_insecure_loopback(
         base,
         &invitation.session,
@@ -235,32 +214,11 @@ fn story(
         "Human+ web sheet",
     )
     .map_err(|e| step_failed("the invitation", &e))?;
-    let participant = Participant::new("demo-agent", "Human+ demo agent", "#7c3aed");
-    let attachment = agent
-        .attach(OWNER, surface_invitation, participant)
-        .map_err(|e| step_failed("attach", &e))?;
-    let id = attachment.id().to_owned();
-
+    let id = attach(agent.as_ref(), surface_invitation)?;
     discover(n, agent.as_ref(), &id)?;
+    let r1 = read(n, to, agent.as_ref(), &id)?;
 
-    n.screen(4, "The agent reads B4");
-    agent
-        .announce(OWNER, &id, &Activity::new("reading").target("B4"))
-        .map_err(|e| step_failed("announce", &e))?;
-    let read = agent
-        .call(OWNER, &id, "sheet_get_cell", json!({"address": "B4"}))
-        .map_err(|e| step_failed("the first read", &e))?;
-    let r1 = read
-        .revision
-        .as_ref()
-        .map(|r| r.token().to_owned())
-        .ok_or_else(|| unexpected("the first read"))?;
-    n.line(&format!(
-        "B4 read at revision {r1}. The model sees the result framed as untrusted data:"
-    ));
-    n.line(&indent(&read.text, 2));
-
-    n.screen(5, "Your turn: edit the same cell in the page");
+    edit(n, to);
     let _ = page.take_edits();
     agent
         .announce(
@@ -285,86 +243,9 @@ fn story(
         printable(&edit.revision)
     ));
 
-    n.screen(
-        6,
-        &format!(
-            "The agent writes {} = 8, pinned to {r1}: refused",
-            printable(&cell)
-        ),
-    );
-    match agent.call(
-        OWNER,
-        &id,
-        "sheet_set_cell",
-        json!({"address": cell, "value": "8"}),
-    ) {
-        Err(Error::SurfaceChangedUnderYou(refusal)) => {
-            n.line(&format!(
-                "{}: nothing was written; your value stands. The page lists the refused write. What the model reads:",
-                s.bad("surface_changed_under_you")
-            ));
-            n.line(&indent(&refusal.to_string(), 2));
-        }
-        Err(e) => return Err(step_failed("the stale write", &e)),
-        Ok(_) => return Err(unexpected("the stale write")),
-    }
-
+    stale_write(n, to, agent.as_ref(), &id, &cell, &r1)?;
     change_feed(n, agent.as_ref(), &id)?;
-
-    n.screen(8, "Re-read, then write where the person is not");
-    let qty = agent
-        .call(OWNER, &id, "sheet_get_cell", json!({"address": "B4"}))
-        .map_err(|e| step_failed("the re-read", &e))?;
-    let price = agent
-        .call(OWNER, &id, "sheet_get_cell", json!({"address": "C4"}))
-        .map_err(|e| step_failed("the re-read", &e))?;
-    // The framed text's one inner line is the cell's value.
-    let number = |r: &human_plus_core::CallResult| {
-        let lines: Vec<&str> = r.text.lines().collect();
-        (lines.len() == 4)
-            .then(|| lines[2].trim().parse::<f64>().ok())
-            .flatten()
-            .filter(|v| v.is_finite())
-    };
-    let total = match (number(&qty), number(&price)) {
-        (Some(q), Some(p)) => format!("{:.2}", q * p),
-        _ => "n/a".to_owned(),
-    };
-    agent
-        .announce(
-            OWNER,
-            &id,
-            &Activity::new("editing")
-                .target("D4")
-                .priority(Priority::Attention),
-        )
-        .map_err(|e| step_failed("announce", &e))?;
-    n.line("The agent announces: editing D4 (attention). The page outlines D4 in its colour.");
-    let written = agent
-        .call(
-            OWNER,
-            &id,
-            "sheet_set_cell",
-            json!({"address": "D4", "value": total}),
-        )
-        .map_err(|e| step_failed("the write", &e))?;
-    n.line(&format!(
-        "D4 = {total} (B4 x C4), pinned to {}: {}, the sheet is at {}.",
-        written
-            .pinned
-            .as_ref()
-            .map(|r| r.token())
-            .unwrap_or("nothing"),
-        s.good("applied"),
-        written.revision.as_ref().map(|r| r.token()).unwrap_or("?")
-    ));
-    agent
-        .announce(
-            OWNER,
-            &id,
-            &Activity::new("done").priority(Priority::Background),
-        )
-        .map_err(|e| step_failed("announce", &e))?;
+    let total = reread_and_write(n, to, agent.as_ref(), &id)?;
 
     n.screen(9, "What the page shows");
     n.line("participants  you, and Human+ demo agent in its colour #7c3aed");
@@ -377,10 +258,7 @@ fn story(
         "sheet         {} = your value, D4 = {total} (the agent's)",
         printable(&cell)
     ));
-    agent
-        .detach(OWNER, &id)
-        .map_err(|e| step_failed("detach", &e))?;
-    n.line("The agent detaches; your session stays open.");
+    detach(n, to, agent.as_ref(), &id)?;
     n.buf.push_str(
         "\nPress Enter (or Ctrl-C) to end the session and stop the relay and the page server.\n",
     );

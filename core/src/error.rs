@@ -14,8 +14,8 @@
 
 use std::fmt;
 
-use crate::attachment::AttachmentState;
-use crate::revision::SurfaceRevision;
+use crate::attachment_state::AttachmentState;
+use crate::revision::{RevisionError, SurfaceRevision};
 
 /// Everything that can go wrong in Human+.
 ///
@@ -651,20 +651,6 @@ pub enum ProtocolError {
     /// The response to a request was not the content type expected.
     #[error("Fancy relay answered the event stream with a body that is not an event stream.")]
     NotEventStream,
-}
-
-/// Why a revision marker was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RevisionError {
-    /// The marker was blank.
-    #[error("A surface revision cannot be empty; omit it instead of sending a blank marker.")]
-    Empty,
-    /// The marker was longer than 512 bytes.
-    #[error(
-        "A surface revision marker is longer than 512 bytes; a revision is an identifier, not a payload."
-    )]
-    TooLong,
 }
 
 /// The egress rule that refused a relay URL or address.

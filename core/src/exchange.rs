@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::discovery::Discovery;
 use crate::endpoint::{RelayEndpoint, RelayUrl};
 use crate::error::{DeliveryUnknown, Error, ProtocolError, Unauthorized};
 use crate::jsonrpc::{Correlation, Notice, Reply, correlate, correlate_text, notice, notice_of};
-use crate::ops::Discovery;
 use crate::poll::{parse_broker_poll, parse_fancy_poll};
 use crate::sse::SseDecoder;
 use crate::wire::{

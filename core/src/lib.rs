@@ -35,8 +35,10 @@
 
 mod answer;
 mod attachment;
+mod attachment_state;
 mod canonical;
 mod changes;
+mod discovery;
 mod endpoint;
 mod entropy;
 mod error;
@@ -63,8 +65,10 @@ mod wire;
 
 pub use answer::*;
 pub use attachment::*;
+pub use attachment_state::*;
 pub use canonical::*;
 pub use changes::*;
+pub use discovery::*;
 pub use endpoint::*;
 pub use entropy::*;
 pub use error::*;

@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::attachment::{AttachmentState, SurfaceAttachment};
+use crate::attachment::SurfaceAttachment;
+use crate::attachment_state::AttachmentState;
 use crate::changes::{SurfaceChanges, is_change_feed_tool};
+use crate::discovery::Discovery;
 use crate::endpoint::{EgressPolicy, RelayEndpoint};
 use crate::entropy::{Entropy, random_id};
 use crate::error::{
@@ -37,7 +39,7 @@ use crate::owner::OwnerKey;
 use crate::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
 use crate::secrets::Secrets;
 use crate::tool::ToolDefinition;
-use crate::trust::{TrustPolicy, Withheld};
+use crate::trust::TrustPolicy;
 use crate::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
 
 /// Everything a manager is configured with: egress, transport, trust,
@@ -207,18 +209,6 @@ struct Found {
     offered: bool,
     /// The first admitted change-feed tool.
     feed: Option<String>,
-}
-
-/// The tools discovery admitted, and what it withheld.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Discovery {
-    /// The admitted tools, in surface order.
-    pub tools: Vec<ToolDefinition>,
-    /// Tools whose name the policy refused, with the reason, in surface order.
-    pub withheld: Vec<Withheld>,
-    /// Listed entries too malformed to be tools at all (no usable name, or
-    /// a schema that is not an object).
-    pub malformed: usize,
 }
 
 /// The result of a tool call.

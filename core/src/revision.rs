@@ -6,8 +6,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::RevisionError;
-
 /// The keys a revision is read from, in order. For each key `_meta` is
 /// looked at before the top level.
 pub const REVISION_KEYS: [&str; 5] = [
@@ -43,6 +41,20 @@ pub fn trim_ascii_php(s: &str) -> &str {
         .rposition(|b| !trimmed(b))
         .map_or(start, |i| i + 1);
     s.get(start..end).unwrap_or_default()
+}
+
+/// Why a revision marker was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RevisionError {
+    /// The marker was blank.
+    #[error("A surface revision cannot be empty; omit it instead of sending a blank marker.")]
+    Empty,
+    /// The marker was longer than 512 bytes.
+    #[error(
+        "A surface revision marker is longer than 512 bytes; a revision is an identifier, not a payload."
+    )]
+    TooLong,
 }
 
 /// An opaque marker the surface minted for the state a result showed.

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::ops::Discovery;
+use crate::discovery::Discovery;
 use crate::tool::ToolDefinition;
 
 /// One admitted surface tool, described for a model: name, description,

@@ -45,6 +45,7 @@ mod cors;
 mod faults;
 mod routes;
 mod server;
+mod shared;
 mod sse;
 pub mod surface;
 mod tls;

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::body::RelayBody;
 use crate::broker::{Denied, Direction, Subscriber, lock};
 use crate::faults::Leg;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::sse;
 use crate::wire::{Query, is_session_id, js_parse_int, json_string, normalize_path};
 

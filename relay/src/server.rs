@@ -16,6 +16,7 @@ use crate::broker::{Broker, BrokerConfig, SubscriberInfo, lock};
 use crate::cors::CorsPolicy;
 use crate::faults::Faults;
 use crate::routes;
+use crate::shared::Shared;
 use crate::tls::TlsConfig;
 
 /// The Node relay's request body cap: 256 KiB.
@@ -36,26 +37,6 @@ pub const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long a TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the state shared by every connection holds.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) broker: Mutex<Broker>,
-    pub(crate) prefix: String,
-    pub(crate) cors: CorsPolicy,
-    /// Whether `Authorization: Bearer` is read where `?token=` is absent.
-    pub(crate) bearer_auth: bool,
-    pub(crate) keepalive: Duration,
-    pub(crate) body_limit: usize,
-    pub(crate) answer_413: bool,
-    /// How long an idle keep-alive connection stays open.
-    pub(crate) keep_alive_timeout: Duration,
-    /// Connections accepted so far.
-    pub(crate) accepted: std::sync::atomic::AtomicUsize,
-    /// Bumped to close every connection once it is idle (see
-    /// [`RelayHandle::close_idle_connections`]; shutdown bumps it too).
-    pub(crate) close_idle: watch::Sender<u64>,
-}
 
 /// Entry point: `RelayServer::builder()...start().await`.
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::body::RelayBody;
 use crate::broker::{Direction, Subscriber, lock};
 use crate::faults::{Leg, SseFaults};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Starts the writer for `sub` and returns the body it feeds.
 pub(crate) fn stream(shared: Arc<Shared>, session: String, sub: Arc<Subscriber>) -> RelayBody {

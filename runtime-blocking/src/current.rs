@@ -10,8 +10,8 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::resolve::FailureSlot;
-use crate::transport::RequestCtl;
+use crate::ctl::RequestCtl;
+use crate::failure::FailureSlot;
 
 /// The request running on this thread.
 pub(crate) struct Current {

@@ -18,10 +18,12 @@ use human_plus_core::{
 use human_plus_runtime::{BodyReport, KeptStream, NetSettings};
 use ureq::Agent;
 
+use crate::ctl::RequestCtl;
 use crate::current::{self, Current};
+use crate::failure::FailureSlot;
 use crate::pool::Pool;
-use crate::resolve::{FailureSlot, Resolve, VettingResolver};
-use crate::transport::{RelayConnector, RequestCtl};
+use crate::resolve::{Resolve, VettingResolver};
+use crate::transport::RelayConnector;
 
 /// How many events may wait in the channel before a reader blocks: with
 /// [`CHUNK`]-sized body chunks, at most about half a MiB is buffered.

@@ -149,8 +149,10 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod ctl;
 mod current;
 mod driver;
+mod failure;
 mod pool;
 mod resolve;
 mod transport;

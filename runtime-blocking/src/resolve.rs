@@ -6,15 +6,17 @@
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use human_plus_core::{EgressRefusal, Error, RelayEndpoint, TransportError, TransportErrorKind};
+use human_plus_core::{Error, RelayEndpoint, TransportError, TransportErrorKind};
 pub use human_plus_runtime::ResolveBlocking as Resolve;
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
+
+use crate::failure::FailureSlot;
 
 /// Resolves `host` through `resolver`, giving up after `budget`.
 ///
@@ -45,48 +47,6 @@ pub(crate) fn resolve_within(
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::other(
             "the resolver thread ended without an answer",
         )),
-    }
-}
-
-/// What went wrong below ureq, kept aside so it can be reported exactly
-/// (ureq wraps resolver and connector errors in its own types).
-#[derive(Debug, Default)]
-pub(crate) struct FailureSlot {
-    refusal: Mutex<Option<EgressRefusal>>,
-    failure: Mutex<Option<Error>>,
-}
-
-impl FailureSlot {
-    pub(crate) fn refuse(&self, refusal: EgressRefusal) {
-        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(refusal);
-    }
-
-    pub(crate) fn fail(&self, kind: TransportErrorKind, message: &str) {
-        self.set(Error::Transport(TransportError::new(kind, message)));
-    }
-
-    /// Records `error`, unless an earlier one is already recorded.
-    pub(crate) fn set(&self, error: Error) {
-        let mut slot = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(error);
-        }
-    }
-
-    /// The recorded error, the refusal first.
-    pub(crate) fn take(&self) -> Option<Error> {
-        if let Some(r) = self
-            .refusal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            return Some(Error::EgressRefused(r));
-        }
-        self.failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
     }
 }
 

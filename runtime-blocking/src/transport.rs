@@ -28,8 +28,7 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -45,6 +44,7 @@ use ureq::unversioned::transport::{
 
 use human_plus_runtime::SystemResolver;
 
+use crate::ctl::{RequestCtl, cancelled};
 use crate::current;
 use crate::resolve::{Resolve, budget_of, resolve_within};
 
@@ -52,62 +52,6 @@ use crate::resolve::{Resolve, budget_of, resolve_within};
 /// cancel flag again. A cancelled request's socket is also shut down, which
 /// wakes a blocked read at once; this is the fallback bound.
 pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(500);
-
-/// The cancel switch of one request, shared by the driver and the thread
-/// performing it.
-#[derive(Debug, Default)]
-pub(crate) struct RequestCtl {
-    cancelled: AtomicBool,
-    /// A clone of the connection's socket, to shut it down from the driver.
-    socket: Mutex<Option<TcpStream>>,
-}
-
-impl RequestCtl {
-    /// Stops the request: sets the flag and shuts the socket down, which
-    /// makes a read or write blocked on it return at once.
-    pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        if let Some(socket) = self
-            .socket
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            let _ = socket.shutdown(Shutdown::Both);
-        }
-    }
-
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// The request read its answer to the end: its connection goes back to
-    /// the kept ones, where a later cancel must not reach it (it may serve
-    /// another request by then), so the handle on its socket is let go.
-    pub(crate) fn finish(&self) {
-        self.socket
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-    }
-
-    /// Keeps a handle on `socket` so [`RequestCtl::cancel`] can shut it
-    /// down; fails (and shuts it down) if the request is already cancelled.
-    fn attach(&self, socket: &TcpStream) -> io::Result<()> {
-        let clone = socket.try_clone()?;
-        let mut slot = self.socket.lock().unwrap_or_else(PoisonError::into_inner);
-        *slot = Some(clone);
-        if self.is_cancelled() {
-            let _ = socket.shutdown(Shutdown::Both);
-            return Err(cancelled());
-        }
-        Ok(())
-    }
-}
-
-fn cancelled() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, "request cancelled")
-}
 
 fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
     Error::Transport(TransportError::new(kind, message))

@@ -20,7 +20,8 @@ use human_plus_core::{
 use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachmentStore, LockGuard};
 
 use crate::driver::Driver;
-use crate::manager::{HumanPlus, HumanPlusBuilder, Parts};
+use crate::manager::{HumanPlus, HumanPlusBuilder};
+use crate::parts::Parts;
 
 /// Runs `fut` to completion on the calling thread, parking it while the
 /// future is pending.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{Error, Operation, OperationOutput, Outcome, PoolConfig, WarmLeg};
 
-use crate::{BlockingHumanPlus, HumanPlus, Parts, Resolve, ResolveBlocking, SystemResolver};
+use crate::parts::Parts;
 
 /// What a runtime's driver is built from: the TLS configuration (or why it
 /// could not be built, which every `https` request then reports), the
@@ -41,7 +41,7 @@ impl<R: ?Sized> std::fmt::Debug for NetSettings<R> {
 pub trait Flavour: Send + Sync + 'static {
     /// The resolver contract of this flavour (a trait object).
     type Resolver: ?Sized + Send + Sync + 'static;
-    /// The default resolver: the system's ([`SystemResolver`]).
+    /// The default resolver: the system's ([`SystemResolver`](crate::SystemResolver)).
     fn system_resolver() -> Arc<Self::Resolver>;
     /// The manager type of this flavour, over driver `D` and store `S`.
     type Manager<D: Driver<Flavour = Self>, S>;
@@ -49,37 +49,16 @@ pub trait Flavour: Send + Sync + 'static {
     fn manager<D: Driver<Flavour = Self>, S>(parts: Parts<D, S>) -> Self::Manager<D, S>;
 }
 
-/// The async flavour: the manager is [`HumanPlus`], the resolver
-/// [`Resolve`].
+/// The async flavour: the manager is [`HumanPlus`](crate::HumanPlus), the
+/// resolver [`Resolve`](crate::Resolve).
 #[derive(Debug)]
 pub enum AsyncFlavour {}
 
-impl Flavour for AsyncFlavour {
-    type Resolver = dyn Resolve;
-    type Manager<D: Driver<Flavour = Self>, S> = HumanPlus<D, S>;
-    fn system_resolver() -> Arc<dyn Resolve> {
-        Arc::new(SystemResolver)
-    }
-    fn manager<D: Driver<Flavour = Self>, S>(parts: Parts<D, S>) -> HumanPlus<D, S> {
-        HumanPlus::from_parts(parts)
-    }
-}
-
-/// The blocking flavour: the manager is [`BlockingHumanPlus`], the
-/// resolver [`ResolveBlocking`].
+/// The blocking flavour: the manager is
+/// [`BlockingHumanPlus`](crate::BlockingHumanPlus), the resolver
+/// [`ResolveBlocking`](crate::ResolveBlocking).
 #[derive(Debug)]
 pub enum BlockingFlavour {}
-
-impl Flavour for BlockingFlavour {
-    type Resolver = dyn ResolveBlocking;
-    type Manager<D: Driver<Flavour = Self>, S> = BlockingHumanPlus<D, S>;
-    fn system_resolver() -> Arc<dyn ResolveBlocking> {
-        Arc::new(SystemResolver)
-    }
-    fn manager<D: Driver<Flavour = Self>, S>(parts: Parts<D, S>) -> BlockingHumanPlus<D, S> {
-        BlockingHumanPlus::from_parts(parts)
-    }
-}
 
 /// The manager a driver's builder makes, over store `S`.
 pub type ManagerOf<D, S> = <<D as Driver>::Flavour as Flavour>::Manager<D, S>;

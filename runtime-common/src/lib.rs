@@ -34,10 +34,14 @@
 mod blocking;
 mod body;
 mod driver;
+mod entropy;
+mod flavours;
 mod manager;
+mod parts;
 mod resolve;
 #[cfg(feature = "rig")]
 mod rig;
+mod tls;
 mod toolset;
 
 pub use blocking::{BlockingHumanPlus, SyncStore, block_on};
@@ -46,10 +50,13 @@ pub use driver::{
     AsyncFlavour, BlockingFlavour, Drive, Driven, Driver, Flavour, KeptStream, ManagerOf,
     NetSettings, ResolverOf,
 };
-pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder, Parts};
+pub use entropy::{OsEntropy, os_entropy};
+pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
+pub use parts::Parts;
 pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};
 #[cfg(feature = "rig")]
 pub use rig::{Approve, rig_error};
+pub use tls::{TlsRoots, client_config};
 pub use toolset::{HumanPlusToolset, ToolHandle};
 
 /// The store every manager uses by default.
@@ -73,12 +80,6 @@ pub mod exports {
     pub use crate::{DEFAULT_CONNECT_TIMEOUT, StaticResolver, SystemResolver, TlsRoots};
 }
 
-use std::sync::Arc;
-
-use human_plus_core::Entropy;
-use rustls::RootCertStore;
-use rustls_pki_types::CertificateDer;
-
 /// Logs (at debug level) that a runtime starts `req`: its id, method, leg
 /// and redacted URL — never the token or a header. Every runtime logs each
 /// request through this, so the redaction rule of log lines is one.
@@ -90,107 +91,6 @@ pub fn log_request(req: &human_plus_core::HttpRequest) {
         url = %req.url,
         "relay request"
     );
-}
-
-/// The operating system's random source, as an [`Entropy`].
-///
-/// If the OS source fails (it does not on any supported platform), the
-/// process aborts rather than mint a predictable id or nonce.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OsEntropy;
-
-impl Entropy for OsEntropy {
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        if getrandom::fill(dest).is_err() {
-            std::process::abort();
-        }
-    }
-}
-
-/// A boxed [`OsEntropy`], as operations take it.
-#[must_use]
-pub fn os_entropy() -> Box<dyn Entropy + Send> {
-    Box::new(OsEntropy)
-}
-
-/// Which certificate authorities a runtime trusts for the relay's TLS.
-#[derive(Debug, Clone, Default)]
-pub struct TlsRoots {
-    webpki: bool,
-    extra: Vec<CertificateDer<'static>>,
-}
-
-impl TlsRoots {
-    /// The Mozilla root store bundled with webpki-roots (hermetic: no
-    /// dependence on the machine's store).
-    #[must_use]
-    pub fn webpki() -> Self {
-        TlsRoots {
-            webpki: true,
-            extra: Vec::new(),
-        }
-    }
-
-    /// Only the given roots (for tests against a generated CA, or a private
-    /// relay).
-    #[must_use]
-    pub fn only(roots: impl IntoIterator<Item = CertificateDer<'static>>) -> Self {
-        TlsRoots {
-            webpki: false,
-            extra: roots.into_iter().collect(),
-        }
-    }
-
-    /// Adds a root.
-    #[must_use]
-    pub fn with_root(mut self, root: CertificateDer<'static>) -> Self {
-        self.extra.push(root);
-        self
-    }
-
-    /// The extra roots.
-    #[must_use]
-    pub fn extra(&self) -> &[CertificateDer<'static>] {
-        &self.extra
-    }
-
-    /// Whether the webpki roots are included.
-    #[must_use]
-    pub fn includes_webpki(&self) -> bool {
-        self.webpki
-    }
-
-    /// The root store.
-    ///
-    /// # Errors
-    /// A certificate that rustls cannot parse as a trust anchor.
-    pub fn root_store(&self) -> Result<RootCertStore, rustls::Error> {
-        let mut store = RootCertStore::empty();
-        if self.webpki {
-            store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        }
-        for cert in &self.extra {
-            store.add(cert.clone())?;
-        }
-        Ok(store)
-    }
-}
-
-/// A rustls client configuration for the relay: the `ring` provider chosen
-/// explicitly (feature unification can enable two providers, and rustls's
-/// default builder then panics), the default safe protocol versions, the
-/// given roots, and ALPN `http/1.1`.
-///
-/// # Errors
-/// A root that cannot be parsed, or a provider that refuses the defaults.
-pub fn client_config(roots: &TlsRoots) -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots.root_store()?)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 /// Declares a runtime crate's public manager names over its driver:
@@ -238,26 +138,4 @@ macro_rules! manager_names {
         /// One admitted surface tool, callable through [`HumanPlus::call`].
         pub type ToolHandle<S = $crate::InMemoryAttachmentStore> = $crate::ToolHandle<HumanPlus<S>>;
     };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn os_entropy_is_not_constant() {
-        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-        OsEntropy.fill_bytes(&mut a);
-        OsEntropy.fill_bytes(&mut b);
-        assert_ne!(a, b);
-    }
-
-    #[test]
-    fn roots() {
-        let r = TlsRoots::webpki();
-        assert!(r.root_store().map(|s| s.len() > 100).unwrap_or(false));
-        let only = TlsRoots::only([]);
-        assert!(only.root_store().map(|s| s.is_empty()).unwrap_or(false));
-        assert!(client_config(&only).is_ok());
-    }
 }

@@ -26,27 +26,12 @@ use human_plus_store::{
 use tracing::Instrument;
 
 use crate::driver::{Drive, Driver, Flavour, KeptStream, ManagerOf, NetSettings, ResolverOf};
-use crate::{OsEntropy, TlsRoots, client_config, os_entropy};
+use crate::entropy::{OsEntropy, os_entropy};
+use crate::parts::Parts;
+use crate::tls::{TlsRoots, client_config};
 
 /// The default bound on each connection step: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What a manager is made of, as its builder assembled it.
-#[derive(Debug)]
-pub struct Parts<D, S> {
-    /// The manager configuration.
-    pub config: ManagerConfig,
-    /// The attachment store.
-    pub store: S,
-    /// The runtime's driver.
-    pub driver: D,
-    /// The bound on each connection step the driver was built with.
-    pub connect_timeout: Duration,
-    /// How long an operation's store lock is leased.
-    pub lock_lease: Duration,
-    /// How long an operation waits for the store lock.
-    pub lock_wait: Duration,
-}
 
 /// The Human+ manager of an async runtime: attaches an agent to surfaces
 /// and runs its operations, holding the attachment store's lock for each.

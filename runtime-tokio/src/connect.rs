@@ -38,7 +38,7 @@ use tokio_rustls::TlsConnector;
 
 use human_plus_runtime::{NetSettings, Resolve};
 
-use crate::driver::now;
+use crate::clock::now;
 
 /// The read buffer of a relay connection, in bytes: hyper reads exactly
 /// this much at a time and a response head must fit in it. A relay's heads

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use human_plus_core::{
     Error, HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, TransportErrorKind,
@@ -21,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::Instrument;
 
+use crate::clock::now;
 use crate::connect::{Connector, transport};
 use crate::perform::{Event, perform};
 
@@ -31,11 +31,6 @@ const EVENT_QUEUE: usize = 64;
 /// How many events a warm stream may hold between operations before its
 /// reader waits (at one keepalive comment every 15 s, about an hour).
 const WARM_QUEUE: usize = 256;
-
-/// The monotonic clock, from tokio so a paused test clock is honoured.
-pub(crate) fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
-}
 
 /// The requests of one operation in flight. A released POST (delivered:
 /// its reply arrived) is no longer among them: its task finishes on its

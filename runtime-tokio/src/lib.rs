@@ -133,6 +133,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod clock;
 mod connect;
 mod driver;
 mod perform;
@@ -193,7 +194,7 @@ impl Driver for Tokio {
     }
 
     fn now() -> Instant {
-        driver::now()
+        clock::now()
     }
 
     fn sleep(wait: Duration) -> impl Future<Output = ()> + Send {

@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 
 use human_plus_runtime::BodyReport;
 
+use crate::clock::now;
 use crate::connect::{Connector, transport};
-use crate::driver::now;
 
 /// One request's event, with the time its reader received it. Boxed: a
 /// channel allocates its slots 32 at a time, and an unboxed event (104

@@ -14,7 +14,7 @@ use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::SurfaceError;
+use super::error::SurfaceError;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest JSON body the surface reads from the relay.

@@ -24,6 +24,8 @@
 //! ([`DemoSurface::person`]).
 
 mod client;
+mod error;
+mod record;
 pub(crate) mod sheet;
 
 use std::collections::BTreeMap;
@@ -43,6 +45,10 @@ use tokio::time::Instant;
 use crate::broker::lock;
 use crate::wire::encode_component;
 use client::{Client, SseReader};
+pub use error::SurfaceError;
+use error::status_error;
+pub use record::{Actor, CallOutcome, CallRecord, Change, Notification};
+pub use sheet::RevisionMode;
 use sheet::{Behaviour, Sheet};
 
 /// Largest SSE line or event the surface accepts (bigger ones are skipped).
@@ -81,154 +87,6 @@ pub enum SurfaceLeg {
     Sse,
     /// `GET /{session}/poll?direction=inbound`, echoing `subscriber`.
     Poll,
-}
-
-/// How the surface treats revisions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RevisionMode {
-    /// Mint `_meta.revision` on every tool result and refuse a stale pin
-    /// with a JSON-RPC 409 (default).
-    #[default]
-    Enforced,
-    /// Mint revisions but read the pin nowhere: a stale pinned call is
-    /// applied (the "first integrator" surface).
-    MintOnly,
-    /// Mint nothing and ignore pins.
-    Off,
-}
-
-/// Who made a change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Actor {
-    /// The person at the page ([`Person`]).
-    Human,
-    /// An agent, through a tool call.
-    Agent,
-}
-
-impl Actor {
-    /// `human` or `agent`, as the change feed writes it.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Actor::Human => "human",
-            Actor::Agent => "agent",
-        }
-    }
-}
-
-/// One row of the change log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    /// The revision this change produced (`r<n>`).
-    pub revision: String,
-    /// What changed: an A1 address, or `row:<n>` for a deleted row.
-    pub handle: String,
-    /// `created`, `updated` or `deleted`.
-    pub change: String,
-    /// Who made it.
-    pub actor: Actor,
-    /// `cell` or `row`.
-    pub kind: String,
-    /// A readable label, e.g. `Sheet1!B4`.
-    pub label: String,
-}
-
-/// What became of a `tools/call`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CallOutcome {
-    /// Answered without changing anything.
-    Read,
-    /// Applied a write (the revision moved).
-    Written,
-    /// Refused for a stale pin; nothing was applied.
-    Refused {
-        /// The revision the sheet was at.
-        current: String,
-    },
-    /// An error result or JSON-RPC error (unknown tool, bad arguments, …);
-    /// nothing was applied.
-    Failed {
-        /// The message returned.
-        message: String,
-    },
-}
-
-/// A `tools/call` the surface received.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallRecord {
-    /// `params.name`.
-    pub tool: String,
-    /// `params.arguments` (`{}` when absent or not an object).
-    pub arguments: Value,
-    /// `params._meta.revision`, when present and not null.
-    pub pinned: Option<Value>,
-    /// What happened.
-    pub outcome: CallOutcome,
-}
-
-/// A notification the surface received (presence frames included).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notification {
-    /// Its method.
-    pub method: String,
-    /// Its params (`null` when absent).
-    pub params: Value,
-}
-
-/// Why the demo surface could not start or act.
-#[derive(Debug, thiserror::Error)]
-pub enum SurfaceError {
-    /// The relay base URL is unusable.
-    #[error("invalid relay URL: {0}")]
-    InvalidUrl(String),
-    /// The relay could not be reached or the connection broke.
-    #[error("cannot reach the relay: {0}")]
-    Connect(String),
-    /// TLS setup or handshake failed.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// A request took too long.
-    #[error("timed out during {0}")]
-    Timeout(&'static str),
-    /// The relay answered 410: the session is gone.
-    #[error("the relay says the session is gone (410)")]
-    SessionGone,
-    /// The relay answered 401: wrong or missing token.
-    #[error("the relay refused the token (401)")]
-    Unauthorized,
-    /// Any other unexpected status.
-    #[error("the relay answered HTTP {status}: {body}")]
-    Status {
-        /// The status code.
-        status: u16,
-        /// The (lossy, truncated) body.
-        body: String,
-    },
-    /// The relay answered something the surface could not read.
-    #[error("unreadable relay answer: {0}")]
-    Protocol(String),
-    /// Not an A1 address (or row) of the sheet.
-    #[error("invalid cell address: {0}")]
-    InvalidAddress(String),
-}
-
-fn status_error(status: u16, body: &[u8]) -> SurfaceError {
-    match status {
-        410 => SurfaceError::SessionGone,
-        401 => SurfaceError::Unauthorized,
-        _ => {
-            let mut text = String::from_utf8_lossy(body).into_owned();
-            if text.len() > 512 {
-                let mut cut = 512;
-                while !text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                text.truncate(cut);
-            }
-            SurfaceError::Status { status, body: text }
-        }
-    }
 }
 
 /// Configuration of a [`DemoSurface`].

@@ -6,7 +6,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::{Actor, CallOutcome, CallRecord, Change, Notification, RevisionMode, SurfaceError};
+use super::error::SurfaceError;
+use super::record::{Actor, CallOutcome, CallRecord, Change, Notification};
+
+/// How the surface treats revisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RevisionMode {
+    /// Mint `_meta.revision` on every tool result and refuse a stale pin
+    /// with a JSON-RPC 409 (default).
+    #[default]
+    Enforced,
+    /// Mint revisions but read the pin nowhere: a stale pinned call is
+    /// applied (the "first integrator" surface).
+    MintOnly,
+    /// Mint nothing and ignore pins.
+    Off,
+}
 
 /// The only sheet of the demo workbook.
 pub(crate) const SHEET: &str = "Sheet1";

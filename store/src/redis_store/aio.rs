@@ -10,12 +10,13 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterConfig;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::config::{RedisConfig, millis};
 use super::conn::{Backend, primary_of, wait_command};
+use super::errors::{classify, redis_error, store_error};
+use super::keys::RESERVED_ID_PREFIX;
+use super::pause::FailoverPause;
 use super::release::{self, Releases};
-use super::{
-    AcquireReply, Attempted, FailoverPause, PutReply, RESERVED_ID_PREFIX, RedisConfig, Shared,
-    classify, lock_token, lock_unconfirmed, millis, redis_error,
-};
+use super::shared::{AcquireReply, Attempted, PutReply, Shared, lock_token, lock_unconfirmed};
 use crate::{AsyncAttachmentStore, LockGuard};
 
 /// A live async connection: a clone of the store's shared one.
@@ -264,7 +265,7 @@ impl AsyncRedisAttachmentStore {
     fn live(&self) -> Result<Live, Error> {
         self.conn
             .get()
-            .ok_or_else(|| super::store_error("the Redis connection is poisoned"))
+            .ok_or_else(|| store_error("the Redis connection is poisoned"))
     }
 
     /// After a retryable failure on a cluster: a new cluster connection,

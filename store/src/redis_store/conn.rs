@@ -10,7 +10,8 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, TlsCertificates}
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::{Target, TlsMaterial, config_error};
+use super::config::{Target, TlsMaterial};
+use super::errors::config_error;
 
 /// The redis-rs client of one server or of a cluster.
 pub(crate) enum Backend {

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{FailoverPause, Shared};
+use super::pause::FailoverPause;
+use super::shared::Shared;
 
 /// One queued compare-and-delete.
 struct Queued {

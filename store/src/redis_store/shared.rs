@@ -1,0 +1,478 @@
+//! What both flavours share: the client, the keyring, the key names, the
+//! record codec, and the blocking connections.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use human_plus_core::{Error, StoreErrorKind, SurfaceAttachment};
+use zeroize::Zeroizing;
+
+use super::config::{DEFAULT_REPLICA_ACK_TIMEOUT, RedisConfig, Target, millis};
+use super::conn::{Backend, Conn};
+use super::crypto::{self, Keyring, Nonces};
+use super::errors::{classify, config_error, redis_error, store_error, store_error_of};
+use super::keys::{self, KeyLayout, RESERVED_ID_PREFIX};
+use super::pause::{Backoff, FailoverPause};
+use super::scripts;
+use crate::LockGuard;
+
+/// What one attempt to take a lock found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempted {
+    /// The lock is ours.
+    Taken,
+    /// Held; we are next in line.
+    NextInLine,
+    /// Held, or promised to another waiter.
+    Waiting,
+}
+
+impl Attempted {
+    pub(super) fn from_reply(reply: i64) -> Self {
+        match reply {
+            1 => Attempted::Taken,
+            2 => Attempted::NextInLine,
+            _ => Attempted::Waiting,
+        }
+    }
+}
+
+/// The acquire script's reply: the status, and the primary's connected
+/// replicas (`-1` when not asked).
+pub(crate) type AcquireReply = (i64, i64);
+
+/// The put script's reply: the status, the generation found (or written),
+/// and the primary's connected replicas (`-1` when not asked).
+pub(crate) type PutReply = (i64, String, i64);
+
+/// What both flavours share: the client, the keyring, the key names, the
+/// record codec, and the blocking connections.
+pub(crate) struct Shared {
+    pub(super) backend: Backend,
+    pub(super) keyring: Keyring,
+    pub(super) nonces: Nonces,
+    pub(super) prefix: String,
+    pub(super) layout: KeyLayout,
+    /// `WAIT` for this many replicas (at most those connected), this long.
+    pub(super) acks: Option<(u32, Duration)>,
+    pub(super) failover_wait: Duration,
+    pub(super) ttl_ms: u64,
+    pub(super) connect_timeout: Duration,
+    pub(super) response_timeout: Duration,
+    pub(super) retry_min: Duration,
+    pub(super) retry_max: Duration,
+    pub(super) line_ms: u64,
+    pub(super) max_idle: usize,
+    pub(super) idle: Mutex<Vec<Conn>>,
+}
+
+impl Shared {
+    pub(super) fn new(config: RedisConfig) -> Result<Self, Error> {
+        let layout = config.effective_layout();
+        let failover_wait = config.effective_failover_wait();
+        let cluster = matches!(config.target, Target::Cluster(_));
+        if cluster && layout == KeyLayout::Plain {
+            return Err(config_error(
+                "a Redis Cluster needs the hash-tagged key layout (an attachment's record and lock in one slot)",
+            ));
+        }
+        if layout == KeyLayout::HashTagged && config.prefix.contains(['{', '}']) {
+            return Err(config_error(
+                "the key prefix must not contain '{' or '}' with the hash-tagged layout (it would move the hash tag)",
+            ));
+        }
+        let acks = match config.replica_acks {
+            Some((0, _)) => None,
+            Some(acks) => Some(acks),
+            None if cluster => Some((1, DEFAULT_REPLICA_ACK_TIMEOUT)),
+            None => None,
+        };
+        let backend = Backend::new(
+            &config.target,
+            &config.tls,
+            config.connect_timeout,
+            config.response_timeout,
+        )?;
+        Ok(Shared {
+            backend,
+            keyring: config.keyring,
+            nonces: config.nonces,
+            prefix: config.prefix,
+            layout,
+            acks,
+            failover_wait,
+            ttl_ms: millis(config.ttl),
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            retry_min: config.retry_min,
+            retry_max: config.retry_max,
+            line_ms: millis(Duration::from_millis(50) + config.retry_max * 5),
+            max_idle: config.max_idle,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn record_key(&self, id: &str) -> String {
+        keys::record(self.layout, &self.prefix, id)
+    }
+
+    pub(crate) fn lock_key(&self, id: &str) -> String {
+        keys::lock(self.layout, &self.prefix, id)
+    }
+
+    /// The next-in-line key of a lock key (`#` is never in an attachment
+    /// id, so it names no other lock or record; in the tagged layout it
+    /// follows the tag, so it shares the lock's slot).
+    pub(crate) fn next_key(lock_key: &str) -> String {
+        format!("{lock_key}#next")
+    }
+
+    /// Whether scripts should report the connected replicas (so the
+    /// caller knows how many to `WAIT` for).
+    pub(super) fn count_replicas(&self) -> &'static str {
+        if self.acks.is_some() { "1" } else { "0" }
+    }
+
+    /// How many replicas to `WAIT` for after a script reported
+    /// `connected` of them, and for how long: `None` when there is nothing
+    /// to wait for.
+    pub(crate) fn wait_for(&self, connected: i64) -> Option<(i64, u64)> {
+        let (want, timeout) = self.acks?;
+        let n = i64::from(want).min(connected);
+        (n > 0).then(|| (n, millis(timeout)))
+    }
+
+    /// The acquire script's invocation.
+    pub(crate) fn acquire_invocation(
+        &self,
+        lock_key: &str,
+        token: &str,
+        lease_ms: u64,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::ACQUIRE.prepare_invoke();
+        inv.key(lock_key)
+            .key(Shared::next_key(lock_key))
+            .arg(token)
+            .arg(lease_ms)
+            .arg(self.line_ms)
+            .arg(self.count_replicas());
+        inv
+    }
+
+    /// The release script's invocation.
+    pub(crate) fn release_invocation(key: &str, token: &str) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::RELEASE.prepare_invoke();
+        inv.key(key).arg(token);
+        inv
+    }
+
+    pub(crate) fn backoff(&self, seed: &str) -> Backoff {
+        Backoff::new(self.retry_min, self.retry_max, seed)
+    }
+
+    /// The record's generation and envelope, sealed for its key.
+    pub(crate) fn encode(&self, record: &SurfaceAttachment) -> Result<(String, Vec<u8>), Error> {
+        let id = record.id();
+        if id.starts_with(RESERVED_ID_PREFIX) {
+            return Err(store_error(format!(
+                "attachment id {id} is reserved: ids starting with {RESERVED_ID_PREFIX:?} name lock keys"
+            )));
+        }
+        let plaintext = Zeroizing::new(serde_json::to_vec(record).map_err(|_| {
+            store_error(format!(
+                "the record of attachment {id} could not be serialised"
+            ))
+        })?);
+        let generation = record.generation();
+        let envelope = crypto::seal(
+            &self.keyring,
+            &self.nonces,
+            &keys::name(&self.prefix, id),
+            id,
+            generation,
+            &plaintext,
+        )?;
+        Ok((generation.to_string(), envelope))
+    }
+
+    /// The record from the hash's `g` and `v` fields.
+    pub(crate) fn decode(
+        &self,
+        id: &str,
+        fields: (Option<String>, Option<Vec<u8>>),
+    ) -> Result<Option<SurfaceAttachment>, Error> {
+        let malformed = |why: &str| {
+            store_error(format!(
+                "the stored record of attachment {id} is malformed: {why}"
+            ))
+        };
+        let (generation, envelope) = match fields {
+            (None, None) => return Ok(None),
+            (Some(g), Some(v)) => (g, v),
+            _ => return Err(malformed("its generation or its envelope is missing")),
+        };
+        let generation: u64 = generation
+            .parse()
+            .map_err(|_| malformed("its generation is not a number"))?;
+        let plaintext = crypto::open(
+            &self.keyring,
+            &keys::name(&self.prefix, id),
+            id,
+            generation,
+            &envelope,
+        )?;
+        let record: SurfaceAttachment = serde_json::from_slice(&plaintext)
+            .map_err(|_| malformed("it decrypted, but is not an attachment record"))?;
+        if record.id() != id || record.generation() != generation {
+            return Err(malformed("it belongs to another attachment or generation"));
+        }
+        Ok(Some(record))
+    }
+
+    /// The put script's invocation.
+    pub(crate) fn put_invocation(
+        &self,
+        record_key: &str,
+        expected: Option<u64>,
+        generation: &str,
+        envelope: &[u8],
+        fence: Option<(&str, &str)>,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::PUT.prepare_invoke();
+        inv.key(record_key);
+        if let Some((lock_key, _)) = fence {
+            inv.key(lock_key);
+        }
+        inv.arg(expected.map(|g| g.to_string()).unwrap_or_default())
+            .arg(generation)
+            .arg(envelope)
+            .arg(self.ttl_ms)
+            .arg(self.count_replicas());
+        if let Some((_, token)) = fence {
+            inv.arg(token);
+        }
+        inv
+    }
+
+    /// What the put script's reply (and the `WAIT` after it: `(asked,
+    /// acknowledged)`) means.
+    pub(crate) fn put_outcome(
+        id: &str,
+        expected: Option<u64>,
+        reply: &PutReply,
+        acked: Option<(i64, i64)>,
+    ) -> Result<(), Error> {
+        let (status, found, _) = reply;
+        let found_generation = || -> Result<Option<u64>, Error> {
+            if found.is_empty() {
+                Ok(None)
+            } else {
+                found.parse().map(Some).map_err(|_| {
+                    store_error(format!(
+                        "the stored record of attachment {id} is malformed: its generation is not a number"
+                    ))
+                })
+            }
+        };
+        match status {
+            1 => match acked {
+                Some((asked, got)) if got < asked => Err(store_error_of(
+                    StoreErrorKind::Unconfirmed,
+                    format!(
+                        "the record of attachment {id} was written on the primary, but {got} of {asked} replicas acknowledged it in time: it may not survive a failover"
+                    ),
+                )),
+                _ => Ok(()),
+            },
+            0 => Err(Error::StoreConflict {
+                expected,
+                found: found_generation()?,
+            }),
+            2 => Err(store_error(format!(
+                "this worker no longer holds the lock of attachment {id} (its lease expired); nothing was written"
+            ))),
+            other => Err(store_error(format!(
+                "the put script returned an unknown status {other}"
+            ))),
+        }
+    }
+
+    pub(super) fn check_fence(record: &SurfaceAttachment, guard: &LockGuard) -> Result<(), Error> {
+        if guard.id() == record.id() {
+            Ok(())
+        } else {
+            Err(store_error(format!(
+                "the lock held is for attachment {}, not {}",
+                guard.id(),
+                record.id()
+            )))
+        }
+    }
+
+    /// Runs `f` once on an idle blocking connection, or a new one. A
+    /// connection that failed is dropped rather than reused.
+    pub(super) fn with_conn<T>(
+        &self,
+        f: &mut impl FnMut(&mut Conn) -> redis::RedisResult<T>,
+    ) -> Result<T, redis::RedisError> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => self
+                .backend
+                .connect_blocking(self.connect_timeout, self.response_timeout)?,
+        };
+        let result = f(&mut conn)?;
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < self.max_idle
+        {
+            idle.push(conn);
+        }
+        Ok(result)
+    }
+
+    /// Runs `f` as [`Shared::with_conn`] does, again on a fresh connection
+    /// after a retryable failure (see [`classify`]), until it succeeds,
+    /// fails for good, or [`RedisConfig::failover_wait`] has passed since
+    /// the first failure. Every `f` here is safe to replay.
+    pub(super) fn retrying<T>(
+        &self,
+        op: &str,
+        mut f: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
+    ) -> Result<T, Error> {
+        let mut first_failure: Option<Instant> = None;
+        let mut pause = FailoverPause::new(op);
+        loop {
+            match self.with_conn(&mut f) {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let failed_at = *first_failure.get_or_insert_with(Instant::now);
+                    let left = self.failover_wait.saturating_sub(failed_at.elapsed());
+                    if !classify(&e).retryable || left.is_zero() {
+                        return Err(redis_error(op, &e));
+                    }
+                    // Every pooled connection may point at the node that
+                    // failed: start again from the cluster's slot map.
+                    if let Ok(mut idle) = self.idle.lock() {
+                        idle.clear();
+                    }
+                    tracing::debug!(op, error = %e, "redis failed; retrying");
+                    std::thread::sleep(pause.next().min(left));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn get_blocking(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
+        if id.starts_with(RESERVED_ID_PREFIX) {
+            return Ok(None);
+        }
+        let key = self.record_key(id);
+        let fields = self.retrying("HMGET", |c| {
+            redis::cmd("HMGET")
+                .arg(&key)
+                .arg("g")
+                .arg("v")
+                .query(c.like())
+        })?;
+        self.decode(id, fields)
+    }
+
+    pub(super) fn put_blocking(
+        &self,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+        fence: Option<&LockGuard>,
+    ) -> Result<(), Error> {
+        if let Some(guard) = fence {
+            Shared::check_fence(record, guard)?;
+        }
+        let (generation, envelope) = self.encode(record)?;
+        let key = self.record_key(record.id());
+        let lock_key = fence.map(|g| (self.lock_key(g.id()), g.token()));
+        let inv = self.put_invocation(
+            &key,
+            expected,
+            &generation,
+            &envelope,
+            lock_key.as_ref().map(|(k, t)| (k.as_str(), *t)),
+        );
+        let (reply, acked) = self.retrying("put script", |c| {
+            let reply: PutReply = inv.invoke(c.like())?;
+            let acked = match self.wait_for(reply.2) {
+                Some((n, ms)) if reply.0 == 1 => Some((n, c.wait_replicas(&key, n, ms)?)),
+                _ => None,
+            };
+            Ok((reply, acked))
+        })?;
+        Shared::put_outcome(record.id(), expected, &reply, acked)
+    }
+
+    /// One attempt to take the lock. A lock taken but not confirmed on
+    /// the replicas asked for is given back and refused.
+    pub(super) fn acquire_blocking(
+        &self,
+        key: &str,
+        token: &str,
+        lease_ms: u64,
+    ) -> Result<Attempted, Error> {
+        let inv = self.acquire_invocation(key, token, lease_ms);
+        let (attempted, acked) = self.retrying("lock script", |c| {
+            let (status, replicas): AcquireReply = inv.invoke(c.like())?;
+            let attempted = Attempted::from_reply(status);
+            let acked = match self.wait_for(replicas) {
+                Some((n, ms)) if attempted == Attempted::Taken => {
+                    Some((n, c.wait_replicas(key, n, ms)?))
+                }
+                _ => None,
+            };
+            Ok((attempted, acked))
+        })?;
+        match acked {
+            Some((asked, got)) if got < asked => {
+                let _ = self.release_blocking(key, token);
+                Err(lock_unconfirmed(key, asked, got))
+            }
+            _ => Ok(attempted),
+        }
+    }
+
+    /// The compare-and-delete release: one attempt.
+    pub(crate) fn release_blocking(&self, key: &str, token: &str) -> Result<bool, Error> {
+        let inv = Shared::release_invocation(key, token);
+        let deleted: i64 = self
+            .with_conn(&mut |c| inv.invoke(c.like()))
+            .map_err(|e| redis_error("release script", &e))?;
+        Ok(deleted == 1)
+    }
+
+    pub(super) fn ping_blocking(&self) -> Result<(), Error> {
+        let _: String = self
+            .with_conn(&mut |c| redis::cmd("PING").query(c.like()))
+            .map_err(|e| redis_error("PING", &e))?;
+        Ok(())
+    }
+}
+
+pub(crate) fn lock_unconfirmed(key: &str, asked: i64, got: i64) -> Error {
+    store_error_of(
+        StoreErrorKind::Unconfirmed,
+        format!(
+            "the lock {key} was taken on the primary, but {got} of {asked} replicas acknowledged it in time; it was given back"
+        ),
+    )
+}
+
+/// A fresh lock token: 16 random bytes, hex.
+pub(crate) fn lock_token() -> Result<String, Error> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b)
+        .map_err(|_| store_error("the operating system's random generator failed"))?;
+    Ok(human_plus_core::hex(&b))
+}
+
+pub(crate) fn lock_timeout(id: &str, wait: Duration) -> Error {
+    store_error(format!(
+        "the lock of attachment {id} was not free within {wait:?}"
+    ))
+}
