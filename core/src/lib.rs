@@ -54,6 +54,7 @@ mod pool;
 mod profile;
 mod proxy;
 mod revision;
+mod scalar;
 mod secrets;
 mod sse;
 mod tool;
