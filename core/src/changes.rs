@@ -118,7 +118,7 @@ pub fn is_change_feed_tool(name: &str) -> bool {
 }
 
 /// Keys a change's handle is read from, in order.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::slot follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const HANDLE_KEYS: [&str; 7] = [
     "handle",
     "id",
@@ -130,7 +130,7 @@ const HANDLE_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's kind is read from, in order.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::slot follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const KIND_KEYS: [&str; 7] = [
     "change",
     "change_kind",
@@ -142,7 +142,7 @@ const KIND_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's actor is read from, in order. `actor_id` is never read.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::slot follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const ACTOR_KEYS: [&str; 7] = [
     "actor_type",
     "actorType",
@@ -154,71 +154,109 @@ const ACTOR_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's label is read from, in order.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::slot follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const LABEL_KEYS: [&str; 5] = ["label", "title", "name", "component", "component_kind"];
 
-/// A row's field candidates, by the index of their key in [`HANDLE_KEYS`],
-/// [`KIND_KEYS`], [`ACTOR_KEYS`] and [`LABEL_KEYS`]; the same for a row
-/// read from a `Value` and one read from the result's bytes.
+/// Which field a row member is a candidate for, by the index of its key in
+/// [`HANDLE_KEYS`], [`KIND_KEYS`], [`ACTOR_KEYS`] or [`LABEL_KEYS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Handle(usize),
+    Kind(usize),
+    Actor(usize),
+    Label(usize),
+}
+
+impl Field {
+    /// The field a row member named `key` is a candidate for, or `None`
+    /// when no field is read from that key.
+    fn of(key: &str) -> Option<Field> {
+        Some(match key {
+            "handle" => Field::Handle(0),
+            "id" => Field::Handle(1),
+            "screen_id" => Field::Handle(2),
+            "screenId" => Field::Handle(3),
+            "node_id" => Field::Handle(4),
+            "nodeId" => Field::Handle(5),
+            "key" => Field::Handle(6),
+            "change" => Field::Kind(0),
+            "change_kind" => Field::Kind(1),
+            "changeKind" => Field::Kind(2),
+            "event" => Field::Kind(3),
+            "action" => Field::Kind(4),
+            "op" => Field::Kind(5),
+            "kind" => Field::Kind(6),
+            "actor_type" => Field::Actor(0),
+            "actorType" => Field::Actor(1),
+            "actor" => Field::Actor(2),
+            "by" => Field::Actor(3),
+            "author" => Field::Actor(4),
+            "changed_by" => Field::Actor(5),
+            "changedBy" => Field::Actor(6),
+            "label" => Field::Label(0),
+            "title" => Field::Label(1),
+            "name" => Field::Label(2),
+            "component" => Field::Label(3),
+            "component_kind" => Field::Label(4),
+            _ => return None,
+        })
+    }
+}
+
+/// A row's field candidates, by [`Field`]: each slot holds the last member
+/// of its key (as `Value` keeps the last of duplicated keys), kinds and
+/// actors already read. The same for a row read from a `Value` and one
+/// read from the result's bytes.
 #[derive(Default)]
 struct RowSlots<'a> {
     handle: [Option<Scalar<'a>>; 7],
-    kind: [Option<Scalar<'a>>; 7],
-    actor: [Option<Scalar<'a>>; 7],
+    kind: [ChangeKind; 7],
+    actor: [ChangeActor; 7],
     label: [Option<Scalar<'a>>; 5],
 }
 
 impl<'a> RowSlots<'a> {
-    /// The slot of a row member named `key`, or `None` when no field is
-    /// read from that key.
-    fn slot(&mut self, key: &str) -> Option<&mut Option<Scalar<'a>>> {
-        Some(match key {
-            "handle" => &mut self.handle[0],
-            "id" => &mut self.handle[1],
-            "screen_id" => &mut self.handle[2],
-            "screenId" => &mut self.handle[3],
-            "node_id" => &mut self.handle[4],
-            "nodeId" => &mut self.handle[5],
-            "key" => &mut self.handle[6],
-            "change" => &mut self.kind[0],
-            "change_kind" => &mut self.kind[1],
-            "changeKind" => &mut self.kind[2],
-            "event" => &mut self.kind[3],
-            "action" => &mut self.kind[4],
-            "op" => &mut self.kind[5],
-            "kind" => &mut self.kind[6],
-            "actor_type" => &mut self.actor[0],
-            "actorType" => &mut self.actor[1],
-            "actor" => &mut self.actor[2],
-            "by" => &mut self.actor[3],
-            "author" => &mut self.actor[4],
-            "changed_by" => &mut self.actor[5],
-            "changedBy" => &mut self.actor[6],
-            "label" => &mut self.label[0],
-            "title" => &mut self.label[1],
-            "name" => &mut self.label[2],
-            "component" => &mut self.label[3],
-            "component_kind" => &mut self.label[4],
-            _ => return None,
-        })
+    /// Puts the member of `field`'s key in its slot.
+    fn put(&mut self, field: Field, value: Scalar<'a>) {
+        match field {
+            Field::Handle(i) => {
+                if let Some(slot) = self.handle.get_mut(i) {
+                    *slot = Some(value);
+                }
+            }
+            Field::Kind(i) => {
+                if let Some(slot) = self.kind.get_mut(i) {
+                    *slot = ChangeKind::of(&value);
+                }
+            }
+            Field::Actor(i) => {
+                if let Some(slot) = self.actor.get_mut(i) {
+                    *slot = ChangeActor::of(&value);
+                }
+            }
+            Field::Label(i) => {
+                if let Some(slot) = self.label.get_mut(i) {
+                    *slot = Some(value);
+                }
+            }
+        }
     }
 
     /// The change these candidates make ([`SurfaceChange::from_row`]
     /// documents the rule), `None` without a handle.
     fn change(&self) -> Option<SurfaceChange> {
         let handle = self.handle.iter().flatten().find_map(handle_text)?;
+        // An absent candidate is `Unknown`, which the rule skips.
         let kind = self
             .kind
             .iter()
-            .flatten()
-            .map(ChangeKind::of)
+            .copied()
             .find(|kind| *kind != ChangeKind::Unknown)
             .unwrap_or_default();
         let actor = self
             .actor
             .iter()
-            .flatten()
-            .map(ChangeActor::of)
+            .copied()
             .find(|actor| *actor != ChangeActor::Unknown)
             .unwrap_or_default();
         let label = self
@@ -504,8 +542,8 @@ impl SurfaceChange {
         // lands in its slot, in the field's key order.
         let mut slots = RowSlots::default();
         for (key, value) in row {
-            if let Some(slot) = slots.slot(key) {
-                *slot = Some(Scalar::of(value));
+            if let Some(field) = Field::of(key) {
+                slots.put(field, Scalar::of(value));
             }
         }
         slots.change()
@@ -1225,8 +1263,8 @@ impl<'de> Visitor<'de> for RowSeed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut slots = RowSlots::default();
         while let Some(Key(key)) = map.next_key()? {
-            match slots.slot(&key) {
-                Some(slot) => *slot = Some(map.next_value()?),
+            match Field::of(&key) {
+                Some(field) => slots.put(field, map.next_value()?),
                 None => map.next_value_seed(Skip)?,
             }
         }
@@ -1344,27 +1382,16 @@ mod tests {
     }
 
     #[test]
-    fn row_slots_follow_the_documented_key_orders() {
-        let check = |keys: &[&str], pick: fn(&RowSlots<'_>) -> Vec<bool>| {
+    fn row_fields_follow_the_documented_key_orders() {
+        let check = |keys: &[&str], field: fn(usize) -> Field| {
             for (i, key) in keys.iter().enumerate() {
-                let mut slots = RowSlots::default();
-                *slots.slot(key).unwrap() = Some(Scalar::Null);
-                let filled = pick(&slots);
-                assert!(filled[i], "{key}");
-                assert_eq!(filled.iter().filter(|f| **f).count(), 1, "{key}");
+                assert_eq!(Field::of(key), Some(field(i)), "{key}");
             }
         };
-        check(&HANDLE_KEYS, |s| {
-            s.handle.iter().map(Option::is_some).collect()
-        });
-        check(&KIND_KEYS, |s| s.kind.iter().map(Option::is_some).collect());
-        check(&ACTOR_KEYS, |s| {
-            s.actor.iter().map(Option::is_some).collect()
-        });
-        check(&LABEL_KEYS, |s| {
-            s.label.iter().map(Option::is_some).collect()
-        });
-        let mut slots = RowSlots::default();
-        assert!(slots.slot("actor_id").is_none(), "actor_id is never read");
+        check(&HANDLE_KEYS, Field::Handle);
+        check(&KIND_KEYS, Field::Kind);
+        check(&ACTOR_KEYS, Field::Actor);
+        check(&LABEL_KEYS, Field::Label);
+        assert_eq!(Field::of("actor_id"), None, "actor_id is never read");
     }
 }

@@ -908,7 +908,11 @@ fn scrambled(v: &Value, seed: &mut u64, out: &mut String) {
                     out.push_str(" ,\n ");
                 }
                 string(k, seed, out);
-                out.push_str(if step(seed).is_multiple_of(2) { ":" } else { " : " });
+                out.push_str(if step(seed).is_multiple_of(2) {
+                    ":"
+                } else {
+                    " : "
+                });
                 scrambled(val, seed, out);
             }
             out.push('}');
