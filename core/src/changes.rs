@@ -1,5 +1,6 @@
 //! The change feed: what somebody else did since the agent's last marker.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -203,67 +204,99 @@ impl Field {
     }
 }
 
-/// A row's field candidates, by [`Field`]: each slot holds the last member
-/// of its key (as `Value` keeps the last of duplicated keys), kinds and
-/// actors already read. The same for a row read from a `Value` and one
-/// read from the result's bytes.
-#[derive(Default)]
-struct RowSlots<'a> {
-    handle: [Option<Scalar<'a>>; 7],
-    kind: [ChangeKind; 7],
-    actor: [ChangeActor; 7],
-    label: [Option<Scalar<'a>>; 5],
+/// A member a row's rules read: a parsed `&Value`, or a [`Scalar`] read
+/// from the bytes.
+trait Candidate {
+    /// The member as the rules read it.
+    fn scalar(&self) -> Scalar<'_>;
+    /// Its string, if it is one.
+    fn text(&self) -> Option<&str>;
 }
 
-impl<'a> RowSlots<'a> {
+impl Candidate for &Value {
+    fn scalar(&self) -> Scalar<'_> {
+        Scalar::of(self)
+    }
+
+    fn text(&self) -> Option<&str> {
+        self.as_str()
+    }
+}
+
+impl Candidate for Scalar<'_> {
+    fn scalar(&self) -> Scalar<'_> {
+        match self {
+            Scalar::Str(s) => Scalar::Str(Cow::Borrowed(s)),
+            other => other.clone(),
+        }
+    }
+
+    fn text(&self) -> Option<&str> {
+        self.as_str()
+    }
+}
+
+/// A row's field candidates, by [`Field`]: each slot holds the last member
+/// of its key (as `Value` keeps the last of duplicated keys), read only
+/// when the rule gets to it. The same rules for a row read from a `Value`
+/// and one read from the result's bytes.
+struct RowSlots<T> {
+    handle: [Option<T>; 7],
+    kind: [Option<T>; 7],
+    actor: [Option<T>; 7],
+    label: [Option<T>; 5],
+}
+
+impl<T: Candidate> RowSlots<T> {
+    fn new() -> Self {
+        RowSlots {
+            handle: [const { None }; 7],
+            kind: [const { None }; 7],
+            actor: [const { None }; 7],
+            label: [const { None }; 5],
+        }
+    }
+
     /// Puts the member of `field`'s key in its slot.
-    fn put(&mut self, field: Field, value: Scalar<'a>) {
-        match field {
-            Field::Handle(i) => {
-                if let Some(slot) = self.handle.get_mut(i) {
-                    *slot = Some(value);
-                }
-            }
-            Field::Kind(i) => {
-                if let Some(slot) = self.kind.get_mut(i) {
-                    *slot = ChangeKind::of(&value);
-                }
-            }
-            Field::Actor(i) => {
-                if let Some(slot) = self.actor.get_mut(i) {
-                    *slot = ChangeActor::of(&value);
-                }
-            }
-            Field::Label(i) => {
-                if let Some(slot) = self.label.get_mut(i) {
-                    *slot = Some(value);
-                }
-            }
+    fn put(&mut self, field: Field, value: T) {
+        let slot = match field {
+            Field::Handle(i) => self.handle.get_mut(i),
+            Field::Kind(i) => self.kind.get_mut(i),
+            Field::Actor(i) => self.actor.get_mut(i),
+            Field::Label(i) => self.label.get_mut(i),
+        };
+        if let Some(slot) = slot {
+            *slot = Some(value);
         }
     }
 
     /// The change these candidates make ([`SurfaceChange::from_row`]
     /// documents the rule), `None` without a handle.
     fn change(&self) -> Option<SurfaceChange> {
-        let handle = self.handle.iter().flatten().find_map(handle_text)?;
-        // An absent candidate is `Unknown`, which the rule skips.
+        let handle = self
+            .handle
+            .iter()
+            .flatten()
+            .find_map(|c| handle_text(&c.scalar()))?;
         let kind = self
             .kind
             .iter()
-            .copied()
+            .flatten()
+            .map(|c| ChangeKind::of(&c.scalar()))
             .find(|kind| *kind != ChangeKind::Unknown)
             .unwrap_or_default();
         let actor = self
             .actor
             .iter()
-            .copied()
+            .flatten()
+            .map(|c| ChangeActor::of(&c.scalar()))
             .find(|actor| *actor != ChangeActor::Unknown)
             .unwrap_or_default();
         let label = self
             .label
             .iter()
             .flatten()
-            .filter_map(Scalar::as_str)
+            .filter_map(Candidate::text)
             .map(trim_ascii_php)
             .find(|label| !label.is_empty())
             .unwrap_or_default();
@@ -540,10 +573,10 @@ impl SurfaceChange {
         let row = row.as_object()?;
         // One pass over the row's own keys: each key that names a field
         // lands in its slot, in the field's key order.
-        let mut slots = RowSlots::default();
+        let mut slots = RowSlots::new();
         for (key, value) in row {
             if let Some(field) = Field::of(key) {
-                slots.put(field, Scalar::of(value));
+                slots.put(field, value);
             }
         }
         slots.change()
@@ -1261,10 +1294,10 @@ impl<'de> Visitor<'de> for RowSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut slots = RowSlots::default();
+        let mut slots = RowSlots::<Scalar<'de>>::new();
         while let Some(Key(key)) = map.next_key()? {
             match Field::of(&key) {
-                Some(field) => slots.put(field, map.next_value()?),
+                Some(field) => slots.put(field, map.next_value::<Scalar<'de>>()?),
                 None => map.next_value_seed(Skip)?,
             }
         }
