@@ -206,14 +206,34 @@ impl Field {
 
 /// A member a row's rules read: a parsed `&Value`, or a [`Scalar`] read
 /// from the bytes.
-trait Candidate {
+trait Candidate: Sized {
+    /// What a kind or actor slot keeps of the member.
+    type Word: Word;
+    /// The member as a kind or actor slot keeps it.
+    fn word(self) -> Self::Word;
     /// The member as the rules read it.
     fn scalar(&self) -> Scalar<'_>;
     /// Its string, if it is one.
     fn text(&self) -> Option<&str>;
 }
 
-impl Candidate for &Value {
+/// A kind or actor candidate.
+trait Word {
+    /// [`ChangeKind::parse`] of the member.
+    fn kind(&self) -> ChangeKind;
+    /// [`ChangeActor::parse`] of the member.
+    fn actor(&self) -> ChangeActor;
+}
+
+impl<'v> Candidate for &'v Value {
+    /// Kept as it is, read when the rule gets to it (a parsed row costs
+    /// nothing to keep).
+    type Word = &'v Value;
+
+    fn word(self) -> &'v Value {
+        self
+    }
+
     fn scalar(&self) -> Scalar<'_> {
         Scalar::of(self)
     }
@@ -223,7 +243,40 @@ impl Candidate for &Value {
     }
 }
 
+impl Word for &Value {
+    fn kind(&self) -> ChangeKind {
+        ChangeKind::of(&Scalar::of(self))
+    }
+
+    fn actor(&self) -> ChangeActor {
+        ChangeActor::of(&Scalar::of(self))
+    }
+}
+
+/// A member read as both a kind and an actor, from one normalisation.
+#[derive(Debug, Clone, Copy)]
+struct Words(ChangeKind, ChangeActor);
+
+impl Word for Words {
+    fn kind(&self) -> ChangeKind {
+        self.0
+    }
+
+    fn actor(&self) -> ChangeActor {
+        self.1
+    }
+}
+
 impl Candidate for Scalar<'_> {
+    /// Read as it is put: two bytes kept instead of the string.
+    type Word = Words;
+
+    fn word(self) -> Words {
+        let mut buf = [0; WORD_BYTES];
+        let word = normalised(&self, &mut buf);
+        Words(ChangeKind::of_word(word), ChangeActor::of_word(word))
+    }
+
     fn scalar(&self) -> Scalar<'_> {
         match self {
             Scalar::Str(s) => Scalar::Str(Cow::Borrowed(s)),
@@ -240,10 +293,10 @@ impl Candidate for Scalar<'_> {
 /// of its key (as `Value` keeps the last of duplicated keys), read only
 /// when the rule gets to it. The same rules for a row read from a `Value`
 /// and one read from the result's bytes.
-struct RowSlots<T> {
+struct RowSlots<T: Candidate> {
     handle: [Option<T>; 7],
-    kind: [Option<T>; 7],
-    actor: [Option<T>; 7],
+    kind: [Option<T::Word>; 7],
+    actor: [Option<T::Word>; 7],
     label: [Option<T>; 5],
 }
 
@@ -259,14 +312,16 @@ impl<T: Candidate> RowSlots<T> {
 
     /// Puts the member of `field`'s key in its slot.
     fn put(&mut self, field: Field, value: T) {
-        let slot = match field {
-            Field::Handle(i) => self.handle.get_mut(i),
-            Field::Kind(i) => self.kind.get_mut(i),
-            Field::Actor(i) => self.actor.get_mut(i),
-            Field::Label(i) => self.label.get_mut(i),
+        let (slot, word) = match field {
+            Field::Handle(i) => (self.handle.get_mut(i), None),
+            Field::Kind(i) => (None, self.kind.get_mut(i)),
+            Field::Actor(i) => (None, self.actor.get_mut(i)),
+            Field::Label(i) => (self.label.get_mut(i), None),
         };
         if let Some(slot) = slot {
             *slot = Some(value);
+        } else if let Some(slot) = word {
+            *slot = Some(value.word());
         }
     }
 
@@ -282,14 +337,14 @@ impl<T: Candidate> RowSlots<T> {
             .kind
             .iter()
             .flatten()
-            .map(|c| ChangeKind::of(&c.scalar()))
+            .map(Word::kind)
             .find(|kind| *kind != ChangeKind::Unknown)
             .unwrap_or_default();
         let actor = self
             .actor
             .iter()
             .flatten()
-            .map(|c| ChangeActor::of(&c.scalar()))
+            .map(Word::actor)
             .find(|actor| *actor != ChangeActor::Unknown)
             .unwrap_or_default();
         let label = self
@@ -382,7 +437,12 @@ impl ChangeKind {
 
     /// [`ChangeKind::parse`] on either reading of a member.
     fn of(value: &Scalar<'_>) -> ChangeKind {
-        match normalised(value, &mut [0; WORD_BYTES]) {
+        ChangeKind::of_word(normalised(value, &mut [0; WORD_BYTES]))
+    }
+
+    /// The kind a [`normalised`] word names.
+    fn of_word(word: Option<&str>) -> ChangeKind {
+        match word {
             Some("created" | "create" | "added" | "add" | "inserted") => ChangeKind::Created,
             Some("updated" | "update" | "changed" | "edited" | "modified") => ChangeKind::Updated,
             Some("deleted" | "delete" | "removed" | "remove") => ChangeKind::Deleted,
@@ -459,7 +519,12 @@ impl ChangeActor {
 
     /// [`ChangeActor::parse`] on either reading of a member.
     fn of(value: &Scalar<'_>) -> ChangeActor {
-        match normalised(value, &mut [0; WORD_BYTES]) {
+        ChangeActor::of_word(normalised(value, &mut [0; WORD_BYTES]))
+    }
+
+    /// The actor a [`normalised`] word names.
+    fn of_word(word: Option<&str>) -> ChangeActor {
+        match word {
             Some("human" | "user" | "person" | "operator") => ChangeActor::Human,
             Some("agent" | "assistant" | "self" | "me") => ChangeActor::Agent,
             Some("other" | "system" | "job" | "service") => ChangeActor::Other,
