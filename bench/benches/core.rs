@@ -43,6 +43,9 @@ fn benches(c: &mut Criterion) {
     g.bench_function("read_from_1000_bytes", |b| {
         b.iter(|| w::read_changes_bytes(black_box(&inputs.changes_bytes)));
     });
+    g.bench_function("read_from_1000_bytes_value", |b| {
+        b.iter(|| w::read_changes_bytes_value(black_box(&inputs.changes_bytes)));
+    });
     g.finish();
 
     let mut g = c.benchmark_group("frame");

@@ -159,12 +159,25 @@ pub fn read_changes(result: &Value) -> SurfaceChanges {
     SurfaceChanges::read_from(result, ChangeFeed::Offered)
 }
 
-/// [`read_changes`] from the raw bytes (JSON parsing included).
+/// The change feed answer read from its raw bytes, as an operation reads
+/// it from the reply frame: one parse, each row read as it is parsed
+/// (`SurfaceChanges::read_from_bytes`). Before issue 21 this was: parse
+/// into a `Value`, then [`read_changes`] ([`read_changes_bytes_value`]).
 ///
 /// # Panics
 /// When the bytes are not JSON.
 #[must_use]
 pub fn read_changes_bytes(bytes: &[u8]) -> SurfaceChanges {
+    SurfaceChanges::read_from_bytes(bytes, ChangeFeed::Offered).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The path before issue 21, kept for comparison: parse the bytes into a
+/// `Value`, then [`read_changes`].
+///
+/// # Panics
+/// When the bytes are not JSON.
+#[must_use]
+pub fn read_changes_bytes_value(bytes: &[u8]) -> SurfaceChanges {
     let result: Value = serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}"));
     read_changes(&result)
 }

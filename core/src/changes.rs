@@ -1,13 +1,18 @@
 //! The change feed: what somebody else did since the agent's last marker.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::revision::{SurfaceRevision, trim_ascii_php};
+use crate::error::{Error, ProtocolError};
+use crate::listing::Key;
+use crate::revision::{REVISION_KEYS, SurfaceRevision, revision_among, trim_ascii_php};
+use crate::scalar::{Members, Scalar, Skip};
 
 /// What has been observed of a surface's change feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -114,7 +119,7 @@ pub fn is_change_feed_tool(name: &str) -> bool {
 }
 
 /// Keys a change's handle is read from, in order.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const HANDLE_KEYS: [&str; 7] = [
     "handle",
     "id",
@@ -126,7 +131,7 @@ const HANDLE_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's kind is read from, in order.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const KIND_KEYS: [&str; 7] = [
     "change",
     "change_kind",
@@ -138,7 +143,7 @@ const KIND_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's actor is read from, in order. `actor_id` is never read.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const ACTOR_KEYS: [&str; 7] = [
     "actor_type",
     "actorType",
@@ -150,51 +155,212 @@ const ACTOR_KEYS: [&str; 7] = [
 ];
 
 /// Keys a change's label is read from, in order.
-#[cfg_attr(not(test), allow(dead_code))] // RowSlots::put follows it (tested)
+#[cfg_attr(not(test), allow(dead_code))] // Field::of follows it (tested)
 const LABEL_KEYS: [&str; 5] = ["label", "title", "name", "component", "component_kind"];
 
-/// A row's field candidates, by the index of their key in [`HANDLE_KEYS`],
-/// [`KIND_KEYS`], [`ACTOR_KEYS`] and [`LABEL_KEYS`].
-#[derive(Default)]
-struct RowSlots<'a> {
-    handle: [Option<&'a Value>; 7],
-    kind: [Option<&'a Value>; 7],
-    actor: [Option<&'a Value>; 7],
-    label: [Option<&'a Value>; 5],
+/// Which field a row member is a candidate for, by the index of its key in
+/// [`HANDLE_KEYS`], [`KIND_KEYS`], [`ACTOR_KEYS`] or [`LABEL_KEYS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Handle(usize),
+    Kind(usize),
+    Actor(usize),
+    Label(usize),
 }
 
-impl<'a> RowSlots<'a> {
-    fn put(&mut self, key: &str, value: &'a Value) {
-        let slot = match key {
-            "handle" => &mut self.handle[0],
-            "id" => &mut self.handle[1],
-            "screen_id" => &mut self.handle[2],
-            "screenId" => &mut self.handle[3],
-            "node_id" => &mut self.handle[4],
-            "nodeId" => &mut self.handle[5],
-            "key" => &mut self.handle[6],
-            "change" => &mut self.kind[0],
-            "change_kind" => &mut self.kind[1],
-            "changeKind" => &mut self.kind[2],
-            "event" => &mut self.kind[3],
-            "action" => &mut self.kind[4],
-            "op" => &mut self.kind[5],
-            "kind" => &mut self.kind[6],
-            "actor_type" => &mut self.actor[0],
-            "actorType" => &mut self.actor[1],
-            "actor" => &mut self.actor[2],
-            "by" => &mut self.actor[3],
-            "author" => &mut self.actor[4],
-            "changed_by" => &mut self.actor[5],
-            "changedBy" => &mut self.actor[6],
-            "label" => &mut self.label[0],
-            "title" => &mut self.label[1],
-            "name" => &mut self.label[2],
-            "component" => &mut self.label[3],
-            "component_kind" => &mut self.label[4],
-            _ => return,
+impl Field {
+    /// The field a row member named `key` is a candidate for, or `None`
+    /// when no field is read from that key.
+    fn of(key: &str) -> Option<Field> {
+        Some(match key {
+            "handle" => Field::Handle(0),
+            "id" => Field::Handle(1),
+            "screen_id" => Field::Handle(2),
+            "screenId" => Field::Handle(3),
+            "node_id" => Field::Handle(4),
+            "nodeId" => Field::Handle(5),
+            "key" => Field::Handle(6),
+            "change" => Field::Kind(0),
+            "change_kind" => Field::Kind(1),
+            "changeKind" => Field::Kind(2),
+            "event" => Field::Kind(3),
+            "action" => Field::Kind(4),
+            "op" => Field::Kind(5),
+            "kind" => Field::Kind(6),
+            "actor_type" => Field::Actor(0),
+            "actorType" => Field::Actor(1),
+            "actor" => Field::Actor(2),
+            "by" => Field::Actor(3),
+            "author" => Field::Actor(4),
+            "changed_by" => Field::Actor(5),
+            "changedBy" => Field::Actor(6),
+            "label" => Field::Label(0),
+            "title" => Field::Label(1),
+            "name" => Field::Label(2),
+            "component" => Field::Label(3),
+            "component_kind" => Field::Label(4),
+            _ => return None,
+        })
+    }
+}
+
+/// A member a row's rules read: a parsed `&Value`, or a [`Scalar`] read
+/// from the bytes.
+trait Candidate: Sized {
+    /// What a kind or actor slot keeps of the member.
+    type Word: Word;
+    /// The member as a kind or actor slot keeps it.
+    fn word(self) -> Self::Word;
+    /// The member as the rules read it.
+    fn scalar(&self) -> Scalar<'_>;
+    /// Its string, if it is one.
+    fn text(&self) -> Option<&str>;
+}
+
+/// A kind or actor candidate.
+trait Word {
+    /// [`ChangeKind::parse`] of the member.
+    fn kind(&self) -> ChangeKind;
+    /// [`ChangeActor::parse`] of the member.
+    fn actor(&self) -> ChangeActor;
+}
+
+impl<'v> Candidate for &'v Value {
+    /// Kept as it is, read when the rule gets to it (a parsed row costs
+    /// nothing to keep).
+    type Word = &'v Value;
+
+    fn word(self) -> &'v Value {
+        self
+    }
+
+    fn scalar(&self) -> Scalar<'_> {
+        Scalar::of(self)
+    }
+
+    fn text(&self) -> Option<&str> {
+        self.as_str()
+    }
+}
+
+impl Word for &Value {
+    fn kind(&self) -> ChangeKind {
+        ChangeKind::of(&Scalar::of(self))
+    }
+
+    fn actor(&self) -> ChangeActor {
+        ChangeActor::of(&Scalar::of(self))
+    }
+}
+
+/// A member read as both a kind and an actor, from one normalisation.
+#[derive(Debug, Clone, Copy)]
+struct Words(ChangeKind, ChangeActor);
+
+impl Word for Words {
+    fn kind(&self) -> ChangeKind {
+        self.0
+    }
+
+    fn actor(&self) -> ChangeActor {
+        self.1
+    }
+}
+
+impl Candidate for Scalar<'_> {
+    /// Read as it is put: two bytes kept instead of the string.
+    type Word = Words;
+
+    fn word(self) -> Words {
+        let mut buf = [0; WORD_BYTES];
+        let word = normalised(&self, &mut buf);
+        Words(ChangeKind::of_word(word), ChangeActor::of_word(word))
+    }
+
+    fn scalar(&self) -> Scalar<'_> {
+        match self {
+            Scalar::Str(s) => Scalar::Str(Cow::Borrowed(s)),
+            other => other.clone(),
+        }
+    }
+
+    fn text(&self) -> Option<&str> {
+        self.as_str()
+    }
+}
+
+/// A row's field candidates, by [`Field`]: each slot holds the last member
+/// of its key (as `Value` keeps the last of duplicated keys), read only
+/// when the rule gets to it. The same rules for a row read from a `Value`
+/// and one read from the result's bytes.
+struct RowSlots<T: Candidate> {
+    handle: [Option<T>; 7],
+    kind: [Option<T::Word>; 7],
+    actor: [Option<T::Word>; 7],
+    label: [Option<T>; 5],
+}
+
+impl<T: Candidate> RowSlots<T> {
+    fn new() -> Self {
+        RowSlots {
+            handle: [const { None }; 7],
+            kind: [const { None }; 7],
+            actor: [const { None }; 7],
+            label: [const { None }; 5],
+        }
+    }
+
+    /// Puts the member of `field`'s key in its slot.
+    fn put(&mut self, field: Field, value: T) {
+        let (slot, word) = match field {
+            Field::Handle(i) => (self.handle.get_mut(i), None),
+            Field::Kind(i) => (None, self.kind.get_mut(i)),
+            Field::Actor(i) => (None, self.actor.get_mut(i)),
+            Field::Label(i) => (self.label.get_mut(i), None),
         };
-        *slot = Some(value);
+        if let Some(slot) = slot {
+            *slot = Some(value);
+        } else if let Some(slot) = word {
+            *slot = Some(value.word());
+        }
+    }
+
+    /// The change these candidates make ([`SurfaceChange::from_row`]
+    /// documents the rule), `None` without a handle.
+    fn change(&self) -> Option<SurfaceChange> {
+        let handle = self
+            .handle
+            .iter()
+            .flatten()
+            .find_map(|c| handle_text(&c.scalar()))?;
+        let kind = self
+            .kind
+            .iter()
+            .flatten()
+            .map(Word::kind)
+            .find(|kind| *kind != ChangeKind::Unknown)
+            .unwrap_or_default();
+        let actor = self
+            .actor
+            .iter()
+            .flatten()
+            .map(Word::actor)
+            .find(|actor| *actor != ChangeActor::Unknown)
+            .unwrap_or_default();
+        let label = self
+            .label
+            .iter()
+            .flatten()
+            .filter_map(Candidate::text)
+            .map(trim_ascii_php)
+            .find(|label| !label.is_empty())
+            .unwrap_or_default();
+        Some(SurfaceChange {
+            handle,
+            kind,
+            actor,
+            label: label.to_owned(),
+        })
     }
 }
 
@@ -214,12 +380,20 @@ const COMPLETE_KEYS: [&str; 3] = ["complete", "is_complete", "isComplete"];
 /// Keys by which a surface admits its answer partial (`_meta` first).
 const PARTIAL_KEYS: [&str; 4] = ["partial", "is_partial", "isPartial", "truncated"];
 
-/// The string content of `value`, PHP-trimmed and ASCII-lowercased, if it
-/// is a string.
-fn normalised(value: &Value) -> Option<String> {
-    value
-        .as_str()
-        .map(|s| trim_ascii_php(s).to_ascii_lowercase())
+/// The longest word a kind or actor rule matches has 10 bytes; a longer
+/// string matches none.
+const WORD_BYTES: usize = 16;
+
+/// The string content of `value`, PHP-trimmed and ASCII-lowercased into
+/// `buf`, if it is a string short enough to be one of the words the kind
+/// and actor rules match (`None` otherwise: it matches none of them).
+fn normalised<'b>(value: &Scalar<'_>, buf: &'b mut [u8; WORD_BYTES]) -> Option<&'b str> {
+    let word = trim_ascii_php(value.as_str()?).as_bytes();
+    let out = buf.get_mut(..word.len())?;
+    for (o, b) in out.iter_mut().zip(word) {
+        *o = b.to_ascii_lowercase();
+    }
+    std::str::from_utf8(out).ok()
 }
 
 /// What happened to a handle.
@@ -258,7 +432,17 @@ impl ChangeKind {
     /// [`ChangeKind::Unknown`].
     #[must_use]
     pub fn parse(value: &Value) -> ChangeKind {
-        match normalised(value).as_deref() {
+        ChangeKind::of(&Scalar::of(value))
+    }
+
+    /// [`ChangeKind::parse`] on either reading of a member.
+    fn of(value: &Scalar<'_>) -> ChangeKind {
+        ChangeKind::of_word(normalised(value, &mut [0; WORD_BYTES]))
+    }
+
+    /// The kind a [`normalised`] word names.
+    fn of_word(word: Option<&str>) -> ChangeKind {
+        match word {
             Some("created" | "create" | "added" | "add" | "inserted") => ChangeKind::Created,
             Some("updated" | "update" | "changed" | "edited" | "modified") => ChangeKind::Updated,
             Some("deleted" | "delete" | "removed" | "remove") => ChangeKind::Deleted,
@@ -330,7 +514,17 @@ impl ChangeActor {
     /// [`ChangeActor::Unknown`].
     #[must_use]
     pub fn parse(value: &Value) -> ChangeActor {
-        match normalised(value).as_deref() {
+        ChangeActor::of(&Scalar::of(value))
+    }
+
+    /// [`ChangeActor::parse`] on either reading of a member.
+    fn of(value: &Scalar<'_>) -> ChangeActor {
+        ChangeActor::of_word(normalised(value, &mut [0; WORD_BYTES]))
+    }
+
+    /// The actor a [`normalised`] word names.
+    fn of_word(word: Option<&str>) -> ChangeActor {
+        match word {
             Some("human" | "user" | "person" | "operator") => ChangeActor::Human,
             Some("agent" | "assistant" | "self" | "me") => ChangeActor::Agent,
             Some("other" | "system" | "job" | "service") => ChangeActor::Other,
@@ -444,39 +638,13 @@ impl SurfaceChange {
         let row = row.as_object()?;
         // One pass over the row's own keys: each key that names a field
         // lands in its slot, in the field's key order.
-        let mut slots = RowSlots::default();
+        let mut slots = RowSlots::new();
         for (key, value) in row {
-            slots.put(key, value);
+            if let Some(field) = Field::of(key) {
+                slots.put(field, value);
+            }
         }
-        let handle = slots.handle.iter().flatten().find_map(|v| handle_text(v))?;
-        let kind = slots
-            .kind
-            .iter()
-            .flatten()
-            .map(|v| ChangeKind::parse(v))
-            .find(|kind| *kind != ChangeKind::Unknown)
-            .unwrap_or_default();
-        let actor = slots
-            .actor
-            .iter()
-            .flatten()
-            .map(|v| ChangeActor::parse(v))
-            .find(|actor| *actor != ChangeActor::Unknown)
-            .unwrap_or_default();
-        let label = slots
-            .label
-            .iter()
-            .flatten()
-            .filter_map(|v| v.as_str())
-            .map(trim_ascii_php)
-            .find(|label| !label.is_empty())
-            .unwrap_or_default();
-        Some(SurfaceChange {
-            handle,
-            kind,
-            actor,
-            label: label.to_owned(),
-        })
+        slots.change()
     }
 
     /// The surface's own id for what changed (never blank).
@@ -527,13 +695,13 @@ impl SurfaceChange {
 
 /// A handle candidate's text: a non-blank string (trimmed) or an integer
 /// the reference's JSON decoder keeps as an integer (signed 64-bit).
-fn handle_text(value: &Value) -> Option<String> {
+fn handle_text(value: &Scalar<'_>) -> Option<String> {
     match value {
-        Value::String(s) => {
+        Scalar::Str(s) => {
             let s = trim_ascii_php(s);
             (!s.is_empty()).then(|| s.to_owned())
         }
-        Value::Number(n) => n.as_i64().map(|i| i.to_string()),
+        Scalar::Int(i) => Some(i.to_string()),
         _ => None,
     }
 }
@@ -635,27 +803,67 @@ impl SurfaceChanges {
     #[must_use]
     pub fn read_from(result: &Value, feed: ChangeFeed) -> SurfaceChanges {
         let Some(top) = result.as_object() else {
-            return SurfaceChanges {
-                feed,
-                changes: Vec::new(),
-                revision: None,
-                complete: false,
-                revision_refused: false,
-            };
+            return SurfaceChanges::not_an_object(feed);
         };
         let meta = top.get("_meta").and_then(Value::as_object);
-        let sources = [meta, Some(top)];
-        let find = |key: &str| sources.iter().flatten().find_map(|s| s.get(key));
+        SurfaceChanges::decide(meta.map(ValueSource), ValueSource(top), feed)
+    }
 
+    /// [`SurfaceChanges::read_from`] on a feed tool's `result` as its bytes
+    /// arrived: parsed once, each row read as it is parsed (no `Value`, no
+    /// map per row; strings borrowed from the text unless escaped), by the
+    /// same rules, to the same answer.
+    ///
+    /// ```
+    /// use human_plus_core::{ChangeFeed, SurfaceChanges};
+    ///
+    /// let text = br#"{"_meta":{"revision":"r2","changes":[{"id":7,"change":"Moved","by":"user"}]}}"#;
+    /// let answer = SurfaceChanges::read_from_bytes(text, ChangeFeed::Offered)?;
+    /// let value: serde_json::Value = serde_json::from_slice(text).unwrap();
+    /// assert_eq!(answer, SurfaceChanges::read_from(&value, ChangeFeed::Offered));
+    /// assert_eq!(answer.handles(), ["7"]);
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ProtocolError::MalformedResult`] when the bytes are not JSON that
+    /// `serde_json::Value` reads (not UTF-8, not JSON, nested past its
+    /// limit, a number beyond the double range).
+    pub fn read_from_bytes(result: &[u8], feed: ChangeFeed) -> Result<SurfaceChanges, Error> {
+        let malformed = || Error::Protocol(ProtocolError::MalformedResult);
+        let text = std::str::from_utf8(result).map_err(|_| malformed())?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read = ObjectSeed { top: true }
+            .deserialize(&mut de)
+            .and_then(|read| de.end().map(|()| read))
+            .map_err(|_| malformed())?;
+        Ok(match read {
+            None => SurfaceChanges::not_an_object(feed),
+            Some(top) => top.answer(feed),
+        })
+    }
+
+    /// The answer to a `result` that is not a JSON object.
+    fn not_an_object(feed: ChangeFeed) -> SurfaceChanges {
+        SurfaceChanges {
+            feed,
+            changes: Vec::new(),
+            revision: None,
+            complete: false,
+            revision_refused: false,
+        }
+    }
+
+    /// The rules of [`SurfaceChanges::read_from`] over a result's `_meta`
+    /// (when it is an object) and its top level, however they were read.
+    fn decide<S: FeedSource>(mut meta: Option<S>, mut top: S, feed: ChangeFeed) -> SurfaceChanges {
         let changes: Vec<SurfaceChange> = ROW_KEYS
             .iter()
             .find_map(|key| {
-                sources
-                    .iter()
-                    .flatten()
-                    .find_map(|s| s.get(*key).and_then(Value::as_array))
+                meta.as_mut()
+                    .and_then(|m| m.rows(key))
+                    .or_else(|| top.rows(key))
             })
-            .map(|rows| rows.iter().filter_map(SurfaceChange::from_row).collect())
             .unwrap_or_default();
 
         let attributed = changes.iter().any(|c| c.actor.attributes());
@@ -665,15 +873,21 @@ impl SurfaceChanges {
             feed
         };
 
-        let (revision, revision_refused) = match SurfaceRevision::from_result(result, "changes") {
-            Ok(revision) => (revision, false),
-            Err(_) => (None, true),
-        };
+        let (revision, revision_refused) =
+            match revision_among([meta.as_ref(), Some(&top)], "changes") {
+                Ok(revision) => (revision, false),
+                Err(_) => (None, true),
+            };
 
+        let find = |key: &str| {
+            meta.as_ref()
+                .and_then(|m| m.scalar(key))
+                .or_else(|| top.scalar(key))
+        };
         let complete = if let Some(claim) = COMPLETE_KEYS.iter().find_map(|key| find(key)) {
-            *claim == Value::Bool(true)
+            claim == Scalar::Bool(true)
         } else if let Some(admission) = PARTIAL_KEYS.iter().find_map(|key| find(key)) {
-            *admission == Value::Bool(false)
+            admission == Scalar::Bool(false)
         } else {
             true
         };
@@ -890,6 +1104,303 @@ impl Serialize for SurfaceChanges {
     }
 }
 
+/// One object the feed's rules read (a `result`, or its `_meta`).
+trait FeedSource: Members {
+    /// The rows of the member named `key` when it is an array: its objects
+    /// read by [`SurfaceChange::from_row`]'s rule, the rest dropped.
+    fn rows(&mut self, key: &str) -> Option<Vec<SurfaceChange>>;
+}
+
+/// A parsed object, as the feed's rules read it.
+struct ValueSource<'v>(&'v Map<String, Value>);
+
+impl Members for ValueSource<'_> {
+    fn scalar(&self, key: &str) -> Option<Scalar<'_>> {
+        self.0.scalar(key)
+    }
+}
+
+impl FeedSource for ValueSource<'_> {
+    fn rows(&mut self, key: &str) -> Option<Vec<SurfaceChange>> {
+        let rows = self.0.get(key)?.as_array()?;
+        Some(rows.iter().filter_map(SurfaceChange::from_row).collect())
+    }
+}
+
+/// The keys of an object whose values the feed's rules read as scalars:
+/// [`REVISION_KEYS`], [`COMPLETE_KEYS`], [`PARTIAL_KEYS`].
+fn scalar_index(key: &str) -> Option<usize> {
+    REVISION_KEYS
+        .iter()
+        .chain(&COMPLETE_KEYS)
+        .chain(&PARTIAL_KEYS)
+        .position(|k| *k == key)
+}
+
+/// How many keys [`scalar_index`] knows.
+const SCALAR_KEYS: usize = REVISION_KEYS.len() + COMPLETE_KEYS.len() + PARTIAL_KEYS.len();
+
+/// An object of a feed's `result` read from its bytes: for each key the
+/// rules read, its last member (as `Value` keeps the last of duplicated
+/// keys), the rows already read into changes.
+#[derive(Default)]
+struct ReadObject<'a> {
+    /// By the index in [`ROW_KEYS`]: the rows when the last member is an
+    /// array.
+    rows: [Option<Vec<SurfaceChange>>; ROW_KEYS.len()],
+    /// By [`scalar_index`].
+    scalars: [Option<Scalar<'a>>; SCALAR_KEYS],
+    /// The top level's last `_meta`, when it is an object.
+    meta: Option<Box<ReadObject<'a>>>,
+    /// The top level's last `isError` is `true`.
+    is_error: bool,
+}
+
+impl ReadObject<'_> {
+    /// The answer this `result` (the top level) gives.
+    fn answer(mut self, feed: ChangeFeed) -> SurfaceChanges {
+        let meta = self.meta.take().map(|m| *m);
+        SurfaceChanges::decide(meta, self, feed)
+    }
+}
+
+impl Members for ReadObject<'_> {
+    fn scalar(&self, key: &str) -> Option<Scalar<'_>> {
+        let i = scalar_index(key)?;
+        self.scalars.get(i)?.clone()
+    }
+}
+
+impl FeedSource for ReadObject<'_> {
+    fn rows(&mut self, key: &str) -> Option<Vec<SurfaceChange>> {
+        let i = ROW_KEYS.iter().position(|k| *k == key)?;
+        self.rows.get_mut(i)?.take()
+    }
+}
+
+/// Reads one value of a feed's `result` text: `Some` object (the top level
+/// when `top`, else `_meta`), `None` for any other JSON value. Accepts
+/// exactly what `Value` accepts.
+#[derive(Clone, Copy)]
+struct ObjectSeed {
+    top: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed {
+    type Value = Option<ReadObject<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed {
+    type Value = Option<ReadObject<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Skip.visit_seq(seq).map(|()| None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut read = ReadObject::default();
+        while let Some(Key(key)) = map.next_key()? {
+            if let Some(i) = ROW_KEYS.iter().position(|k| *k == key) {
+                let rows = map.next_value_seed(RowsSeed)?;
+                if let Some(slot) = read.rows.get_mut(i) {
+                    *slot = rows;
+                }
+            } else if let Some(i) = scalar_index(&key) {
+                let value: Scalar<'de> = map.next_value()?;
+                if let Some(slot) = read.scalars.get_mut(i) {
+                    *slot = Some(value);
+                }
+            } else if self.top && key == "_meta" {
+                read.meta = map
+                    .next_value_seed(ObjectSeed { top: false })?
+                    .map(Box::new);
+            } else if self.top && key == "isError" {
+                read.is_error = map.next_value::<Scalar<'de>>()? == Scalar::Bool(true);
+            } else {
+                map.next_value_seed(Skip)?;
+            }
+        }
+        Ok(Some(read))
+    }
+}
+
+/// Reads the value of a row key: `Some` changes when it is an array.
+struct RowsSeed;
+
+impl<'de> DeserializeSeed<'de> for RowsSeed {
+    type Value = Option<Vec<SurfaceChange>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowsSeed {
+    type Value = Option<Vec<SurfaceChange>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Skip.visit_map(map).map(|()| None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut changes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(row) = seq.next_element_seed(RowSeed)? {
+            changes.extend(row);
+        }
+        Ok(Some(changes))
+    }
+}
+
+/// Reads one row: the change it makes, `None` for a row that is not an
+/// object or names no handle.
+struct RowSeed;
+
+impl<'de> DeserializeSeed<'de> for RowSeed {
+    type Value = Option<SurfaceChange>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowSeed {
+    type Value = Option<SurfaceChange>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Skip.visit_seq(seq).map(|()| None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut slots = RowSlots::<Scalar<'de>>::new();
+        while let Some(Key(key)) = map.next_key()? {
+            match Field::of(&key) {
+                Some(field) => slots.put(field, map.next_value::<Scalar<'de>>()?),
+                None => map.next_value_seed(Skip)?,
+            }
+        }
+        Ok(slots.change())
+    }
+}
+
+/// Reads a JSON-RPC reply frame's text whose `result` is a feed tool's
+/// answer: the answer [`SurfaceChanges::read_from`] gives on the frame's
+/// `result`, when the frame is JSON that `Value` reads and its (last)
+/// `result` is an object whose `isError` is not `true`; `None` otherwise
+/// (the caller then takes the `Value` way, which says what is wrong).
+pub(crate) fn read_feed_frame(frame: &str, feed: ChangeFeed) -> Option<SurfaceChanges> {
+    struct Frame;
+    impl<'de> Visitor<'de> for Frame {
+        type Value = Option<Option<ReadObject<'de>>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON-RPC frame")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut result = None;
+            while let Some(Key(key)) = map.next_key()? {
+                if key == "result" {
+                    result = Some(map.next_value_seed(ObjectSeed { top: true })?);
+                } else {
+                    map.next_value_seed(Skip)?;
+                }
+            }
+            Ok(result)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(frame);
+    let read = de.deserialize_any(Frame).ok()?;
+    de.end().ok()?;
+    let top = read.flatten()?;
+    (!top.is_error).then(|| top.answer(feed))
+}
+
 fn bool_text(b: bool) -> &'static str {
     if b { "true" } else { "false" }
 }
@@ -937,33 +1448,48 @@ fn push_json_string(out: &mut String, s: &str) {
 mod tests {
     use super::*;
 
+    /// A reply frame read from its bytes: the `Value` way's answer, or
+    /// `None` where the `Value` way has something to say (an error).
     #[test]
-    fn row_slots_follow_the_documented_key_orders() {
-        let v = Value::Null;
-        let check = |keys: &[&str], pick: fn(&RowSlots<'_>) -> Vec<bool>| {
+    fn a_feed_frame_is_read_as_the_value_way_reads_it() {
+        let feed = ChangeFeed::Offered;
+        let value_way = |frame: &str| {
+            let v: Value = serde_json::from_str(frame).ok()?;
+            let result = v.get("result").filter(|r| r.is_object())?;
+            (result.get("isError") != Some(&Value::Bool(true)))
+                .then(|| SurfaceChanges::read_from(result, feed))
+        };
+        let deep = format!(
+            r#"{{"id":"x","pad":{}{},"result":{{}}}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        for frame in [
+            r#"{"jsonrpc":"2.0","id":"x","result":{"_meta":{"revision":"r4","changes":[{"id":"a","by":"human"}]}}}"#,
+            r#"{"id":"x","result":{"changes":[{"id":"a"}]},"result":{"changes":[{"id":"b"}]}}"#,
+            r#"{"id":"x","result":{"changes":[{"id":"a"}]},"result":[1]}"#,
+            r#"{"id":"x","result":{"isError":true,"content":[]}}"#,
+            r#"{"id":"x","result":{"isError":false,"isError":true}}"#,
+            r#"{"id":"x","result":{"isError":true,"isError":"yes","changes":[]}}"#,
+            r#"{"id":"x","result":{"changes":[]},"extra":1e400}"#,
+            r#"{"id":"x","result":"text"}"#,
+            deep.as_str(),
+        ] {
+            assert_eq!(read_feed_frame(frame, feed), value_way(frame), "{frame}");
+        }
+    }
+
+    #[test]
+    fn row_fields_follow_the_documented_key_orders() {
+        let check = |keys: &[&str], field: fn(usize) -> Field| {
             for (i, key) in keys.iter().enumerate() {
-                let mut slots = RowSlots::default();
-                slots.put(key, &v);
-                let filled = pick(&slots);
-                assert!(filled[i], "{key}");
-                assert_eq!(filled.iter().filter(|f| **f).count(), 1, "{key}");
+                assert_eq!(Field::of(key), Some(field(i)), "{key}");
             }
         };
-        check(&HANDLE_KEYS, |s| {
-            s.handle.iter().map(Option::is_some).collect()
-        });
-        check(&KIND_KEYS, |s| s.kind.iter().map(Option::is_some).collect());
-        check(&ACTOR_KEYS, |s| {
-            s.actor.iter().map(Option::is_some).collect()
-        });
-        check(&LABEL_KEYS, |s| {
-            s.label.iter().map(Option::is_some).collect()
-        });
-        let mut slots = RowSlots::default();
-        slots.put("actor_id", &v);
-        assert!(
-            slots.actor.iter().all(Option::is_none),
-            "actor_id is never read"
-        );
+        check(&HANDLE_KEYS, Field::Handle);
+        check(&KIND_KEYS, Field::Kind);
+        check(&ACTOR_KEYS, Field::Actor);
+        check(&LABEL_KEYS, Field::Label);
+        assert_eq!(Field::of("actor_id"), None, "actor_id is never read");
     }
 }

@@ -242,6 +242,14 @@ impl Reply {
         }
     }
 
+    /// The whole frame's text (`Text`), or `None` for a parsed frame.
+    pub(crate) fn frame_text(&self) -> Option<&str> {
+        match self {
+            Reply::Text { frame, .. } => Some(frame),
+            Reply::Value(_) => None,
+        }
+    }
+
     /// The `result` member's text, exactly as it arrived (`Text`), or
     /// `None` when the reply carries an error or no result (then
     /// [`Reply::into_value`] tells which).

@@ -56,6 +56,7 @@ mod pool;
 mod profile;
 mod proxy;
 mod revision;
+mod scalar;
 mod secrets;
 mod sse;
 mod tool;

@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use crate::attachment::SurfaceAttachment;
 use crate::attachment_state::AttachmentState;
-use crate::changes::{SurfaceChanges, is_change_feed_tool};
+use crate::changes::{SurfaceChanges, is_change_feed_tool, read_feed_frame};
 use crate::discovery::Discovery;
 use crate::endpoint::{EgressPolicy, RelayEndpoint};
 use crate::entropy::{Entropy, random_id};
@@ -1021,7 +1021,27 @@ impl Machine {
                 Ok(result) => self.on_listed(result, now),
                 Err(e) => self.fail(e),
             },
-            Step::Act => self.on_acted(r.and_then(Reply::into_value)),
+            Step::Act => match r {
+                // A feed's answer on an SSE leg is read from the frame's
+                // bytes; anything that reader declines (not JSON `Value`
+                // reads, no object `result`, `isError`) goes the `Value`
+                // way, which says what is wrong.
+                Ok(reply)
+                    if matches!(self.kind, Kind::Changes) && reply.result_text().is_some() =>
+                {
+                    let answer = reply
+                        .frame_text()
+                        .and_then(|frame| read_feed_frame(frame, self.record.change_feed()));
+                    match answer {
+                        Some(answer) => {
+                            let tool = self.acting_tool.clone().unwrap_or_default();
+                            self.settle_feed(&tool, answer);
+                        }
+                        None => self.on_acted(reply.into_value()),
+                    }
+                }
+                r => self.on_acted(r.and_then(Reply::into_value)),
+            },
             Step::Done => {}
         }
     }
@@ -1289,6 +1309,12 @@ impl Machine {
             return;
         }
         let answer = SurfaceChanges::read_from(result, self.record.change_feed());
+        self.settle_feed(tool, answer);
+    }
+
+    /// Keeps what a feed's answer tells (its revision, attribution) and
+    /// succeeds with it, its labels framed.
+    fn settle_feed(&mut self, tool: &str, answer: SurfaceChanges) {
         if let Some(rev) = answer.revision() {
             let rev = SurfaceRevision::observed(rev.token(), tool).unwrap_or_else(|_| rev.clone());
             self.record.record_revision(rev);

@@ -1,10 +1,13 @@
 //! Surface revisions, conflict classification, and what has been observed
 //! of a surface's conflict detection.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::scalar::{Members, Scalar};
 
 /// The keys a revision is read from, in order. For each key `_meta` is
 /// looked at before the top level.
@@ -154,17 +157,7 @@ impl SurfaceRevision {
             return Ok(None);
         };
         let meta = top.get("_meta").and_then(Value::as_object);
-        for key in REVISION_KEYS {
-            for source in [meta, Some(top)].into_iter().flatten() {
-                let Some(value) = source.get(key) else {
-                    continue;
-                };
-                if let Some(token) = revision_text(value) {
-                    return SurfaceRevision::observed(token, observed_from).map(Some);
-                }
-            }
-        }
-        Ok(None)
+        revision_among([meta, Some(top)], observed_from)
     }
 
     /// The marker.
@@ -186,23 +179,37 @@ impl fmt::Display for SurfaceRevision {
     }
 }
 
-/// The text of a revision candidate, or `None` when it does not qualify.
-fn revision_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) if !trim_ascii_php(s).is_empty() => Some(s.clone()),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Some(i.to_string())
-            } else if n.is_u64() {
-                // Beyond i64: the reference's JSON decoder makes it a float
-                // past 2^53, which it refuses.
-                None
-            } else {
-                let f = n.as_f64()?;
-                (f.is_finite() && f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER)
-                    .then(|| format!("{}", f as i64))
+/// The revision of a result given as its `_meta` and its top level (in
+/// that order): keys tried in [`REVISION_KEYS`] order, `sources` in order
+/// for each key, the first candidate that qualifies decides
+/// ([`SurfaceRevision::from_result`] documents the rule).
+pub(crate) fn revision_among<M: Members>(
+    sources: [Option<&M>; 2],
+    observed_from: &str,
+) -> Result<Option<SurfaceRevision>, RevisionError> {
+    for key in REVISION_KEYS {
+        for source in sources.into_iter().flatten() {
+            let Some(value) = source.scalar(key) else {
+                continue;
+            };
+            if let Some(token) = revision_text(&value) {
+                return SurfaceRevision::observed(token, observed_from).map(Some);
             }
         }
+    }
+    Ok(None)
+}
+
+/// The text of a revision candidate, or `None` when it does not qualify.
+fn revision_text<'s>(value: &'s Scalar<'_>) -> Option<Cow<'s, str>> {
+    match value {
+        Scalar::Str(s) if !trim_ascii_php(s).is_empty() => Some(Cow::Borrowed(s)),
+        Scalar::Int(i) => Some(Cow::Owned(i.to_string())),
+        // Beyond i64: the reference's JSON decoder makes it a float past
+        // 2^53, which it refuses.
+        Scalar::BigUint => None,
+        Scalar::Float(f) => (f.is_finite() && f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER)
+            .then(|| Cow::Owned(format!("{}", *f as i64))),
         _ => None,
     }
 }

@@ -41,6 +41,10 @@ macro_rules! corpus {
                 let answer = read($input, $feed);
                 assert_eq!(answer.to_json(), $expected);
                 assert_eq!(serde_json::to_string(&answer).unwrap(), $expected);
+                // The same row read from the bytes.
+                let from_bytes = SurfaceChanges::read_from_bytes($input.as_bytes(), $feed).unwrap();
+                assert_eq!(from_bytes.to_json(), $expected);
+                assert_eq!(from_bytes, answer);
             }
         )*
 
@@ -850,8 +854,119 @@ fn arb_feed() -> impl Strategy<Value = ChangeFeed> {
     ])
 }
 
+/// Writes `v` as JSON text whose `Value` is `v`, scrambled by `seed`:
+/// some members preceded by a decoy member of the same key (`Value` keeps
+/// the last, so a reader that took the first would differ), some keys and
+/// strings with characters escaped (`\uXXXX`, `\/`), whitespace between
+/// tokens.
+fn scrambled(v: &Value, seed: &mut u64, out: &mut String) {
+    fn step(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        *seed >> 33
+    }
+    fn string(s: &str, seed: &mut u64, out: &mut String) {
+        if !step(seed).is_multiple_of(3) {
+            out.push_str(&serde_json::to_string(s).unwrap());
+            return;
+        }
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '/' => out.push_str("\\/"),
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 || step(seed).is_multiple_of(2) => {
+                    let mut units = [0u16; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{u:04x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    const DECOYS: [&str; 6] = [
+        r#"[{"id":"decoy","change":"created","by":"human","title":"Decoy"}]"#,
+        r#""human""#,
+        "true",
+        "false",
+        "7",
+        r#"{"revision":"decoy","changes":[{"id":"d"}]}"#,
+    ];
+    match v {
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, val)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if step(seed).is_multiple_of(4) {
+                    string(k, seed, out);
+                    out.push(':');
+                    out.push_str(DECOYS[usize::try_from(step(seed) % 6).unwrap()]);
+                    out.push_str(" ,\n ");
+                }
+                string(k, seed, out);
+                out.push_str(if step(seed).is_multiple_of(2) {
+                    ":"
+                } else {
+                    " : "
+                });
+                scrambled(val, seed, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                scrambled(item, seed, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => string(s, seed, out),
+        other => out.push_str(&serde_json::to_string(other).unwrap()),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The bytes path and the `Value` path give the same answer on any
+    /// feed-shaped result (and any JSON), written with decoy duplicate
+    /// members, escapes and whitespace.
+    #[test]
+    fn the_bytes_path_reads_what_the_value_path_reads(
+        result in prop_oneof![1 => arb_json(), 4 => arb_result()],
+        feed in arb_feed(),
+        seed in any::<u64>(),
+    ) {
+        let mut text = String::new();
+        let mut s = seed;
+        scrambled(&result, &mut s, &mut text);
+        let parsed: Value = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(&parsed, &result);
+        let by_value = SurfaceChanges::read_from(&parsed, feed);
+        let by_bytes = SurfaceChanges::read_from_bytes(text.as_bytes(), feed).unwrap();
+        prop_assert_eq!(by_bytes.to_json(), by_value.to_json());
+        prop_assert_eq!(by_bytes, by_value);
+    }
+
+    /// Any text: the bytes path reads it exactly when `Value` does, to the
+    /// same answer.
+    #[test]
+    fn the_bytes_path_refuses_what_value_refuses(text in "[\\[\\]{}\":,0-9a-z_ .eE+-]{0,40}") {
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) => prop_assert_eq!(
+                SurfaceChanges::read_from_bytes(text.as_bytes(), ChangeFeed::Offered).unwrap(),
+                SurfaceChanges::read_from(&v, ChangeFeed::Offered)
+            ),
+            Err(_) => prop_assert!(SurfaceChanges::read_from_bytes(text.as_bytes(), ChangeFeed::Offered).is_err()),
+        }
+    }
 
     #[test]
     fn read_from_is_total_and_consistent(
@@ -913,4 +1028,83 @@ proptest! {
             prop_assert!(row.is_object());
         }
     }
+}
+
+#[test]
+fn the_bytes_path_keeps_values_limits() {
+    let deep = format!(
+        r#"{{"changes":[{{"id":"a","x":{}{}}}]}}"#,
+        "[".repeat(130),
+        "]".repeat(130)
+    );
+    assert!(serde_json::from_str::<Value>(&deep).is_err());
+    assert!(SurfaceChanges::read_from_bytes(deep.as_bytes(), ChangeFeed::Offered).is_err());
+    let huge = r#"{"changes":[{"id":"a","x":1e400}]}"#;
+    assert!(serde_json::from_str::<Value>(huge).is_err());
+    assert!(SurfaceChanges::read_from_bytes(huge.as_bytes(), ChangeFeed::Offered).is_err());
+    assert!(SurfaceChanges::read_from_bytes(b"{\"changes\":[]} x", ChangeFeed::Offered).is_err());
+    assert!(SurfaceChanges::read_from_bytes(b"\xff", ChangeFeed::Offered).is_err());
+    // Not an object: as read_from.
+    let answer = SurfaceChanges::read_from_bytes(b"[1]", ChangeFeed::Offered).unwrap();
+    assert_eq!(
+        answer,
+        SurfaceChanges::read_from(&json!([1]), ChangeFeed::Offered)
+    );
+}
+
+#[test]
+fn the_bytes_path_follows_the_documented_precedence() {
+    let same = |text: &str| {
+        let v: Value = serde_json::from_str(text).unwrap();
+        let by_value = SurfaceChanges::read_from(&v, ChangeFeed::Offered);
+        let by_bytes =
+            SurfaceChanges::read_from_bytes(text.as_bytes(), ChangeFeed::Offered).unwrap();
+        assert_eq!(by_bytes, by_value, "{text}");
+        by_bytes
+    };
+    // Field precedence within a row: handle keys in order, integers, floats skipped.
+    let a = same(r#"{"changes":[{"key":"k","id":42.0,"nodeId":" n ","screen_id":7}]}"#);
+    assert_eq!(handles_of(&a), ["7"]);
+    // kind: `change` beats `kind`; the first known word wins.
+    let a = same(r#"{"changes":[{"id":"a","kind":"chart","op":"ADD","change":"nope"}]}"#);
+    assert_eq!(a.changes()[0].kind(), ChangeKind::Created);
+    // actor_id never read; actor words, trimmed and lowercased, escaped.
+    let a = same(r#"{"changes":[{"id":"a","actor_id":"human","changed_by":" \u0055ser "}]}"#);
+    assert_eq!(a.changes()[0].actor(), ChangeActor::Human);
+    // Label: first non-blank string.
+    let a = same(r#"{"changes":[{"id":"a","label":"  ","title":5,"name":" N\u00e9 "}]}"#);
+    assert_eq!(a.changes()[0].label(), "Né");
+    // Key-major, _meta before top for each key; the last duplicate wins,
+    // at every level.
+    let a = same(
+        r#"{"_meta":{"changes":[{"id":"m"}]},"changes":[{"id":"t"}],"_meta":{"events":[{"id":"e"}]}}"#,
+    );
+    assert_eq!(handles_of(&a), ["t"]);
+    let a = same(r#"{"_meta":{"changes":[{"id":"m"}]},"changes":[{"id":"t"}]}"#);
+    assert_eq!(handles_of(&a), ["m"]);
+    let a = same(r#"{"_meta":{"changes":[{"id":"m"}]},"_meta":3,"changes":[{"id":"t"}]}"#);
+    assert_eq!(handles_of(&a), ["t"]);
+    let a = same(r#"{"changes":[{"id":"a","id":"b"}],"changes":{"id":"c"},"items":[{"id":"i"}]}"#);
+    assert_eq!(handles_of(&a), ["i"]);
+    // Complete, partial.
+    assert!(!same(r#"{"_meta":{"complete":"true"},"complete":true,"changes":[]}"#).complete());
+    assert!(same(r#"{"_meta":{"partial":false},"partial":true}"#).complete());
+    assert!(!same(r#"{"_meta":{"truncated":false},"partial":true}"#).complete());
+    assert!(!same(r#"{"isPartial":null}"#).complete());
+    // Revisions.
+    assert_eq!(
+        same(r#"{"etag":" e ","_meta":{"version":9}}"#)
+            .revision()
+            .unwrap()
+            .token(),
+        "9"
+    );
+    assert!(same(&format!(r#"{{"revision":"{}"}}"#, "x".repeat(513))).revision_refused());
+    assert!(
+        same(r#"{"revision":18446744073709551615,"etag":1e2}"#)
+            .revision()
+            .unwrap()
+            .token()
+            == "100"
+    );
 }

@@ -5,6 +5,9 @@
 //!
 //! Properties:
 //! - `read_from` never panics;
+//! - `read_from_bytes` on the value's text (and on the input's rest, when
+//!   it is UTF-8) gives `read_from`'s answer, and refuses exactly what
+//!   `Value` refuses;
 //! - `defer_to()` ⊆ `changes()` (in order, every non-agent change, and
 //!   nothing when the feed did not answer);
 //! - `handles()` are unique, and are exactly the changes' handles in
@@ -36,6 +39,22 @@ fuzz_target!(|data: &[u8]| {
     };
     let result = human_plus_fuzz::json_from_bytes(rest);
     let a = SurfaceChanges::read_from(&result, feed);
+
+    // The bytes reader answers as read_from on the same text, and refuses
+    // exactly what `Value` refuses.
+    let text = result.to_string();
+    let from_bytes = SurfaceChanges::read_from_bytes(text.as_bytes(), feed);
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) => assert_eq!(from_bytes.ok(), Some(SurfaceChanges::read_from(&v, feed))),
+        Err(_) => assert!(from_bytes.is_err()),
+    }
+    if let Ok(raw) = std::str::from_utf8(rest) {
+        let from_raw = SurfaceChanges::read_from_bytes(raw.as_bytes(), feed);
+        match serde_json::from_str::<Value>(raw) {
+            Ok(v) => assert_eq!(from_raw.ok(), Some(SurfaceChanges::read_from(&v, feed))),
+            Err(_) => assert!(from_raw.is_err()),
+        }
+    }
 
     // Feed.
     if feed.is_answerable() {
