@@ -116,6 +116,51 @@ pub fn admit_bytes_value(bytes: &[u8], policy: &TrustPolicy) -> Admission {
     admit(&tools, policy)
 }
 
+/// The same listing as a surface that does not write canonical JSON would
+/// send it: `pretty`, indented (`serde_json::to_string_pretty`); and
+/// compact with every object's members in reverse order (what an
+/// insertion-ordered writer such as `JSON.stringify` sends when its keys
+/// were not added in order). Neither is its own canonical form, so the
+/// full path parses and writes every schema.
+///
+/// # Panics
+/// When the bytes are not JSON.
+#[must_use]
+pub fn listing_not_canonical(bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    fn reversed(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                out.push('{');
+                for (i, (k, v)) in map.iter().rev().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    reversed(v, out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    reversed(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let value: Value = serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}"));
+    let pretty = serde_json::to_vec_pretty(&value).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = String::with_capacity(bytes.len());
+    reversed(&value, &mut out);
+    (pretty, out.into_bytes())
+}
+
 /// A cold call's listing when the kept verdict matches: the page's bytes
 /// hashed and the verdict served (nothing parsed, admitted or digested).
 ///

@@ -240,6 +240,150 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
         .map(|i| offset + i)
 }
 
+/// The nesting depth of `text` (an object or an array counts one level;
+/// a scalar is 0) when `text` is already its own canonical form, exactly
+/// what [`canonical_json`] writes for the value it denotes; else `None`.
+///
+/// `text` must be one JSON value whose syntax serde_json has checked (a
+/// `RawValue`); on any other text the answer is still never `Some` for a
+/// text whose canonical form differs, and nothing panics. The test is
+/// strict and local: no byte outside a string is whitespace, every object's
+/// keys hold no escape and come in strictly increasing UTF-16 order (so no
+/// key repeats), every string escape is the one `JSON.stringify` writes,
+/// and every number is an integer of at most 15 digits without a leading
+/// zero and not `-0` (ECMAScript writes those digits back unchanged). A
+/// text that fails any of these may still be canonical; it is then read
+/// the slow way, which decides the same.
+pub(crate) fn canonical_depth(text: &str) -> Option<usize> {
+    /// One open container: an object keeps its last key's byte range.
+    struct Open {
+        object: bool,
+        last_key: Option<(usize, usize)>,
+    }
+    let b = text.as_bytes();
+    let mut open: Vec<Open> = Vec::with_capacity(8);
+    let mut depth = 0;
+    let mut key_next = false;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'{' | b'[' => {
+                open.push(Open {
+                    object: c == b'{',
+                    last_key: None,
+                });
+                depth = depth.max(open.len());
+                key_next = c == b'{';
+                i += 1;
+            }
+            b'}' | b']' => {
+                let top = open.pop()?;
+                if top.object != (c == b'}') {
+                    return None;
+                }
+                key_next = false;
+                i += 1;
+            }
+            b',' => {
+                key_next = open.last()?.object;
+                i += 1;
+            }
+            b':' => {
+                key_next = false;
+                i += 1;
+            }
+            b'"' => {
+                let start = i + 1;
+                let end = canonical_string_end(b, start, key_next)?;
+                if key_next {
+                    let key = text.get(start..end)?;
+                    let top = open.last_mut()?;
+                    if let Some((s, e)) = top.last_key
+                        && !utf16_cmp(text.get(s..e)?, key).is_lt()
+                    {
+                        return None;
+                    }
+                    top.last_key = Some((start, end));
+                }
+                key_next = false;
+                i = end + 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let len = b
+                    .get(i..)?
+                    .iter()
+                    .position(|d| !matches!(d, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .unwrap_or(b.len() - i);
+                let token = b.get(i..i + len)?;
+                let digits = token.strip_prefix(b"-").unwrap_or(token);
+                let canonical = matches!(digits.len(), 1..=15)
+                    && digits.iter().all(u8::is_ascii_digit)
+                    && (digits.first() != Some(&b'0')
+                        || (digits == b"0" && digits.len() == token.len()));
+                if !canonical {
+                    return None;
+                }
+                i += len;
+            }
+            b't' | b'f' | b'n' => {
+                let word: &[u8] = match c {
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => b"null",
+                };
+                if b.get(i..i + word.len())? != word {
+                    return None;
+                }
+                i += word.len();
+            }
+            _ => return None,
+        }
+    }
+    open.is_empty().then_some(depth)
+}
+
+/// The index of the quote that closes the string whose contents start at
+/// `from`, when every escape in it is the one [`write_string`] writes (and,
+/// for a key, when it holds no escape at all); else `None`.
+fn canonical_string_end(b: &[u8], from: usize, key: bool) -> Option<usize> {
+    let mut at = from;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', b.get(at..)?)?;
+        if b.get(at) == Some(&b'"') {
+            return Some(at);
+        }
+        if key {
+            return None;
+        }
+        match b.get(at + 1)? {
+            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+            b'u' => {
+                // Only a C0 control without a short form, in lower case.
+                let hex = b.get(at + 2..at + 6)?;
+                let low = |d: u8| match d {
+                    b'0'..=b'9' => Some(d - b'0'),
+                    b'a'..=b'f' => Some(d - b'a' + 10),
+                    _ => None,
+                };
+                let (Some(0), Some(0), Some(h), Some(l)) = (
+                    low(hex.first().copied()?),
+                    low(hex.get(1).copied()?),
+                    low(hex.get(2).copied()?),
+                    low(hex.get(3).copied()?),
+                ) else {
+                    return None;
+                };
+                let code = h * 16 + l;
+                if code >= 0x20 || matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                    return None;
+                }
+                at += 6;
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// Appends a JSON number as the double it denotes, written by ECMAScript's
 /// rules.
 pub(crate) fn write_number(n: &Number, out: &mut String) {

@@ -1,398 +1,38 @@
-//! A `tools/list` answer read from its bytes: parsed once into borrowed
-//! values, admitted and digested without building `serde_json::Value`s,
-//! and its verdict kept with the attachment, keyed by the bytes and the
-//! trust policy it was judged under.
+//! A `tools/list` answer read from its bytes: parsed once, admitted and
+//! digested without building `serde_json::Value`s, and its verdict kept
+//! with the attachment, keyed by the bytes and the trust policy it was
+//! judged under.
+//!
+//! A page is read one of two ways. A cold call needs only the admitted
+//! names, so it reads the names way (`listing_names.rs`): one serde_json
+//! pass that builds no tree, a schema already in canonical form hashed as
+//! its bytes stand. A `tools` answer needs the definitions, so it reads the
+//! tree way (a borrowed tree, `listed.rs`). Both refuse exactly what
+//! `Value` refuses and digest bit for bit the same (tests and the
+//! `canonical` fuzz target hold them to each other).
 //!
 //! Admission is a pure function of two inputs: the listing's bytes (every
 //! page's `result`, exactly as it arrived) and the policy. A
-//! [`ListingVerdict`] is a cache of that function: its key is a SHA-256
-//! over the policy's canonical form and every page's SHA-256, so the
-//! verdict is served again only for the very same bytes under the very same
-//! policy, and any difference in either goes the full way (parse, admit,
-//! digest, pins).
+//! [`ListingVerdict`] is a cache of that function: its key is a BLAKE3
+//! hash over the policy's canonical form and every page's BLAKE3 hash, so
+//! the verdict is served again only for the very same bytes under the very
+//! same policy, and any difference in either goes the full way (parse,
+//! admit, digest, pins). The key is BLAKE3, not SHA-256: it is Human+'s own
+//! (no surface or peer computes it), it must resist collisions a hostile
+//! surface would search for, and it is read over every byte of every cold
+//! listing, where BLAKE3 costs about a quarter of SHA-256 (even with the
+//! CPU's SHA instructions). The tools' pins stay SHA-256, as specified.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Number, Value};
-use sha2::{Digest, Sha256};
+use serde::{Deserialize, Serialize};
 
-use crate::canonical::{utf16_cmp, write_number, write_string};
 use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
-use crate::tool::{DIGEST_PREFIX, ToolDefinition, is_blank};
+use crate::listed::{Json, ListedTool};
+use crate::listing_names::read_page_names;
+use crate::tool::ToolDefinition;
 use crate::trust::{Admission, Judged, TrustPolicy};
-
-/// A JSON value that borrows its strings from the text it was read from
-/// (a string holding an escape is the only one copied). Read with
-/// serde_json's parser, so it accepts exactly what `serde_json::Value`
-/// accepts, nesting limit included; members are kept in the text's order,
-/// duplicates too (every lookup and the canonical writer take the last, as
-/// `Value` does).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Json<'a> {
-    Null,
-    Bool(bool),
-    Number(Number),
-    String(Cow<'a, str>),
-    Array(Vec<Json<'a>>),
-    Object(Vec<(Cow<'a, str>, Json<'a>)>),
-}
-
-impl<'de> Deserialize<'de> for Json<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(JsonVisitor)
-    }
-}
-
-struct JsonVisitor;
-
-impl<'de> Visitor<'de> for JsonVisitor {
-    type Value = Json<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, b: bool) -> Result<Json<'de>, E> {
-        Ok(Json::Bool(b))
-    }
-
-    fn visit_i64<E>(self, i: i64) -> Result<Json<'de>, E> {
-        Ok(Json::Number(i.into()))
-    }
-
-    fn visit_u64<E>(self, u: u64) -> Result<Json<'de>, E> {
-        Ok(Json::Number(u.into()))
-    }
-
-    fn visit_f64<E>(self, f: f64) -> Result<Json<'de>, E> {
-        // As `Value` reads it (JSON text never holds a non-finite number).
-        Ok(Number::from_f64(f).map_or(Json::Null, Json::Number))
-    }
-
-    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Json<'de>, E> {
-        Ok(Json::String(Cow::Borrowed(s)))
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<Json<'de>, E> {
-        Ok(Json::String(Cow::Owned(s.to_owned())))
-    }
-
-    fn visit_string<E>(self, s: String) -> Result<Json<'de>, E> {
-        Ok(Json::String(Cow::Owned(s)))
-    }
-
-    fn visit_unit<E>(self) -> Result<Json<'de>, E> {
-        Ok(Json::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Json<'de>, E> {
-        Ok(Json::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Json<'de>, D::Error> {
-        Json::deserialize(d)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json<'de>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Json::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json<'de>, A::Error> {
-        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1024));
-        while let Some(Key(key)) = map.next_key()? {
-            let value = map.next_value()?;
-            members.push((key, value));
-        }
-        Ok(Json::Object(members))
-    }
-}
-
-/// An object key, borrowed when it holds no escape.
-pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_owned())))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
-
-impl<'a> Json<'a> {
-    /// The last member named `key` of an object (`Value` keeps the last of
-    /// duplicated keys).
-    pub(crate) fn get(&self, key: &str) -> Option<&Json<'a>> {
-        match self {
-            Json::Object(members) => members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    /// The `serde_json::Value` this text would have parsed to.
-    pub(crate) fn to_value(&self) -> Value {
-        match self {
-            Json::Null => Value::Null,
-            Json::Bool(b) => Value::Bool(*b),
-            Json::Number(n) => Value::Number(n.clone()),
-            Json::String(s) => Value::String(s.clone().into_owned()),
-            Json::Array(items) => Value::Array(items.iter().map(Json::to_value).collect()),
-            Json::Object(members) => {
-                let mut map = Map::new();
-                for (k, v) in members {
-                    map.insert(k.clone().into_owned(), v.to_value());
-                }
-                Value::Object(map)
-            }
-        }
-    }
-}
-
-/// Canonical JSON (RFC 8785, as [`crate::canonical_json`] writes it)
-/// streamed into a SHA-256: written into a small buffer that is hashed and
-/// emptied whenever it fills, so no copy of the whole material exists.
-pub(crate) struct CanonicalHasher {
-    buf: String,
-    hasher: Sha256,
-}
-
-/// How full the buffer gets before it is hashed.
-const HASH_BUFFER: usize = 4096;
-
-impl CanonicalHasher {
-    pub(crate) fn new() -> Self {
-        CanonicalHasher {
-            buf: String::with_capacity(HASH_BUFFER + 256),
-            hasher: Sha256::new(),
-        }
-    }
-
-    fn spill(&mut self) {
-        if self.buf.len() >= HASH_BUFFER {
-            self.hasher.update(self.buf.as_bytes());
-            self.buf.clear();
-        }
-    }
-
-    fn push_str(&mut self, s: &str) {
-        self.buf.push_str(s);
-        self.spill();
-    }
-
-    fn string(&mut self, s: &str) {
-        if s.len() > HASH_BUFFER {
-            // A long string is written on its own and hashed at once.
-            self.hasher.update(self.buf.as_bytes());
-            self.buf.clear();
-        }
-        write_string(s, &mut self.buf);
-        self.spill();
-    }
-
-    /// Appends the canonical text of `value`.
-    pub(crate) fn value(&mut self, value: &Json<'_>) {
-        match value {
-            Json::Null => self.push_str("null"),
-            Json::Bool(true) => self.push_str("true"),
-            Json::Bool(false) => self.push_str("false"),
-            Json::Number(n) => {
-                write_number(n, &mut self.buf);
-                self.spill();
-            }
-            Json::String(s) => self.string(s),
-            Json::Array(items) => {
-                self.buf.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.buf.push(',');
-                    }
-                    self.value(item);
-                }
-                self.push_str("]");
-            }
-            Json::Object(members) => self.object(members),
-        }
-    }
-
-    fn member(&mut self, first: bool, key: &str, value: &Json<'_>) {
-        if !first {
-            self.buf.push(',');
-        }
-        self.string(key);
-        self.buf.push(':');
-        self.value(value);
-    }
-
-    fn object(&mut self, members: &[(Cow<'_, str>, Json<'_>)]) {
-        self.buf.push('{');
-        let strictly_sorted = members
-            .windows(2)
-            .all(|w| matches!(w, [a, b] if utf16_cmp(&a.0, &b.0).is_lt()));
-        if strictly_sorted {
-            for (i, (k, v)) in members.iter().enumerate() {
-                self.member(i == 0, k, v);
-            }
-        } else if members.len() <= SMALL_OBJECT {
-            // Sorted through a small array of indices: no allocation.
-            let mut order = [0u8; SMALL_OBJECT];
-            let n = members.len();
-            for (i, slot) in order.iter_mut().enumerate().take(n) {
-                *slot = u8::try_from(i).unwrap_or(u8::MAX);
-            }
-            let order = order.get_mut(..n).unwrap_or_default();
-            let key = |i: u8| members.get(usize::from(i)).map_or("", |(k, _)| k.as_ref());
-            // Stable insertion sort: duplicates keep their order, so the
-            // last of a run is the last in the text.
-            for i in 1..order.len() {
-                let mut j = i;
-                while j > 0 && utf16_cmp(key(order[j - 1]), key(order[j])).is_gt() {
-                    order.swap(j - 1, j);
-                    j -= 1;
-                }
-            }
-            self.sorted_members(order.iter().map(|&i| usize::from(i)), members);
-        } else {
-            let mut order: Vec<usize> = (0..members.len()).collect();
-            order.sort_by(|&a, &b| {
-                let key = |i: usize| members.get(i).map_or("", |(k, _)| k.as_ref());
-                utf16_cmp(key(a), key(b))
-            });
-            self.sorted_members(order.into_iter(), members);
-        }
-        self.push_str("}");
-    }
-
-    /// Writes `members` in `order` (sorted, stable), keeping only the last
-    /// of equal keys.
-    fn sorted_members(
-        &mut self,
-        order: impl Iterator<Item = usize>,
-        members: &[(Cow<'_, str>, Json<'_>)],
-    ) {
-        let mut order = order.peekable();
-        let mut first = true;
-        while let Some(i) = order.next() {
-            let Some((k, v)) = members.get(i) else {
-                continue;
-            };
-            if order
-                .peek()
-                .and_then(|&n| members.get(n))
-                .is_some_and(|(next, _)| next == k)
-            {
-                continue;
-            }
-            self.member(first, k, v);
-            first = false;
-        }
-    }
-
-    /// The SHA-256 of everything written.
-    pub(crate) fn finish(mut self) -> [u8; 32] {
-        self.hasher.update(self.buf.as_bytes());
-        self.hasher.finalize().into()
-    }
-}
-
-/// Objects with at most this many members are sorted without allocating.
-const SMALL_OBJECT: usize = 32;
-
-/// One entry of a `tools/list` answer, read by
-/// [`ToolDefinition::from_listing`]'s rules without copying it.
-#[derive(Debug)]
-pub(crate) struct ListedTool<'j, 'a> {
-    name: &'j str,
-    description: &'j str,
-    /// `None`: the entry has no schema (or `null`), digested as `{}`.
-    schema: Option<&'j Json<'a>>,
-}
-
-impl<'j, 'a> ListedTool<'j, 'a> {
-    /// The entry's name, description and schema, or why it is malformed.
-    pub(crate) fn read(entry: &'j Json<'a>) -> Result<Self, Error> {
-        if !matches!(entry, Json::Object(_)) {
-            return Err(Error::Protocol(ProtocolError::ToolWithoutName));
-        }
-        let name = match entry.get("name") {
-            Some(Json::String(name)) if !is_blank(name) => name.as_ref(),
-            _ => return Err(Error::Protocol(ProtocolError::ToolWithoutName)),
-        };
-        let description = match entry.get("description") {
-            Some(Json::String(d)) => d.as_ref(),
-            _ => "",
-        };
-        let schema = match entry.get("inputSchema") {
-            None | Some(Json::Null) => None,
-            Some(schema @ Json::Object(_)) => Some(schema),
-            Some(_) => return Err(Error::Protocol(ProtocolError::MalformedToolSchema)),
-        };
-        Ok(ListedTool {
-            name,
-            description,
-            schema,
-        })
-    }
-
-    /// The owned definition (the schema built as a `Value`).
-    pub(crate) fn to_definition(&self) -> ToolDefinition {
-        let schema = self
-            .schema
-            .map_or_else(|| Value::Object(Map::new()), Json::to_value);
-        ToolDefinition::from_checked_parts(
-            self.name.to_owned(),
-            self.description.to_owned(),
-            schema,
-        )
-    }
-}
-
-impl Judged for ListedTool<'_, '_> {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    /// [`ToolDefinition::digest`], with the material streamed into the
-    /// hash from the borrowed entry.
-    fn digest(&self) -> String {
-        let mut h = CanonicalHasher::new();
-        h.push_str("{\"description\":");
-        h.string(self.description);
-        h.push_str(",\"inputSchema\":");
-        match self.schema {
-            Some(schema) => h.value(schema),
-            None => h.push_str("{}"),
-        }
-        h.push_str(",\"name\":");
-        h.string(self.name);
-        h.push_str("}");
-        let hash = h.finish();
-        let mut out = String::with_capacity(DIGEST_PREFIX.len() + 32);
-        out.push_str(DIGEST_PREFIX);
-        out.push_str(&hex(hash.get(..16).unwrap_or_default()));
-        out
-    }
-}
 
 /// One page of a listing, read once: its cursor, its `ttlMs`, and what
 /// admission needs of each entry.
@@ -443,6 +83,25 @@ fn read_page(result: &str, policy: &TrustPolicy, definitions: bool) -> Result<Re
     if !result.trim_start().starts_with('{') {
         return Err(Error::Protocol(ProtocolError::MalformedResult));
     }
+    if !definitions {
+        let page = read_page_names(result, policy)?;
+        return Ok(ReadPage {
+            next_cursor: page.next_cursor,
+            ttl_ms: page.ttl_ms,
+            entries: page
+                .tools
+                .into_iter()
+                .map(|tool| match tool {
+                    None => Entry::Malformed,
+                    Some((name, digest)) => Entry::Tool {
+                        name,
+                        digest,
+                        definition: None,
+                    },
+                })
+                .collect(),
+        });
+    }
     let page: Json<'_> = serde_json::from_str(result)
         .map_err(|_| Error::Protocol(ProtocolError::MalformedToolsList))?;
     let Some(Json::Array(tools)) = page.get("tools") else {
@@ -478,8 +137,8 @@ fn read_page(result: &str, policy: &TrustPolicy, definitions: bool) -> Result<Re
 /// ([`crate::SurfaceAttachment::listing_verdict`]) and keyed by the
 /// listing's bytes and the trust policy.
 ///
-/// It is a cache of a pure function: the key is a SHA-256 over the
-/// policy's canonical form ([`TrustPolicy::digest`]) and the SHA-256 of
+/// It is a cache of a pure function: the key is a BLAKE3 hash over the
+/// policy's canonical form ([`TrustPolicy::digest`]) and the BLAKE3 hash of
 /// every page's `result` exactly as its bytes arrived, so it is served only
 /// for the same bytes under the same policy. It keeps the admitted names
 /// (all a call or a change-feed read needs) and, per page, the page's hash
@@ -496,7 +155,11 @@ pub struct ListingVerdict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct KeptPage {
-    sha256: String,
+    /// Hex BLAKE3 of the page's bytes. A record kept before the key was
+    /// BLAKE3 has `sha256` here instead: it reads as an empty hash, which
+    /// no page matches (and its key, a version 1 key, matches no new one).
+    #[serde(default)]
+    blake3: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     next_cursor: Option<String>,
 }
@@ -508,8 +171,8 @@ impl ListingVerdict {
         &self.admitted
     }
 
-    /// The cache key: hex SHA-256 over the policy digest and every page's
-    /// hash.
+    /// The cache key: hex BLAKE3 over a version tag, the policy digest and
+    /// every page's hash.
     #[must_use]
     pub fn key(&self) -> &str {
         &self.key
@@ -619,12 +282,12 @@ impl ListingReader {
         policy: &TrustPolicy,
         definitions: bool,
     ) -> Result<Option<String>, Error> {
-        let hash: [u8; 32] = Sha256::digest(result.as_bytes()).into();
+        let hash: [u8; 32] = blake3::hash(result.as_bytes()).into();
         let index = self.pages.len();
         let kept_page = kept
             .filter(|_| self.matching && !definitions)
             .and_then(|k| k.pages.get(index))
-            .filter(|p| p.sha256 == hex(&hash));
+            .filter(|p| p.blake3 == hex(&hash));
         let (next, read) = match kept_page {
             Some(p) => (p.next_cursor.clone(), None),
             None => {
@@ -689,7 +352,7 @@ impl ListingReader {
                 ttl_ms = Some(ttl_ms.map_or(t, |m| m.min(t)));
             }
             kept_pages.push(KeptPage {
-                sha256: hex(hash),
+                blake3: hex(hash),
                 next_cursor: cursor,
             });
             entries.extend(page.entries);
@@ -727,17 +390,17 @@ impl ListingReader {
     }
 }
 
-/// The cache key of a listing: hex SHA-256 over a version tag, the
+/// The cache key of a listing: hex BLAKE3 over a version tag, the
 /// policy's digest and every page's hash, in order.
 fn listing_key(policy: &TrustPolicy, hashes: &[[u8; 32]]) -> String {
-    let mut h = Sha256::new();
-    h.update(b"human-plus listing verdict v1\n");
-    h.update(policy.digest());
-    h.update((hashes.len() as u64).to_le_bytes());
+    let mut h = blake3::Hasher::new();
+    h.update(b"human-plus listing verdict v2 (blake3)\n");
+    h.update(&policy.digest());
+    h.update(&(hashes.len() as u64).to_le_bytes());
     for hash in hashes {
         h.update(hash);
     }
-    hex(&h.finalize())
+    hex(h.finalize().as_bytes())
 }
 
 /// The full path on one `result` (one page): parse, admit, digest. What a
@@ -803,11 +466,15 @@ pub fn listing_digests(result: &[u8]) -> Result<Vec<(String, String)>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canonical::canonical_json;
     use crate::canonical::tests::arb_json;
+    use crate::canonical::{canonical_depth, canonical_json};
     use crate::error::ToolRefusal;
+    use crate::listed::CanonicalHasher;
+    use crate::listing_names::read_page_names;
     use proptest::prelude::*;
+    use serde_json::Value;
     use serde_json::json;
+    use sha2::{Digest, Sha256};
 
     /// Writes `v` as JSON text with every object's members in an order
     /// picked by `seed`, some keys written twice (a decoy first, then the
@@ -923,6 +590,185 @@ mod tests {
                 (Err(a), Err(b)) => prop_assert_eq!(a, b),
                 (a, b) => prop_assert!(false, "new {:?} old {:?}", a, b),
             }
+        }
+    }
+
+    /// A policy pinning `t0`..`t5` (to any digest: only whether a digest
+    /// is computed matters here).
+    fn pins_every_t() -> TrustPolicy {
+        TrustPolicy::every_tool((0..6).map(|i| (format!("t{i}"), "sha256:0".to_owned())))
+    }
+
+    /// Each entry's name and digest (or "(malformed)"), or the refusal.
+    type Read = Result<Vec<(String, Option<String>)>, Error>;
+
+    /// Each entry's name and digest the names way (a cold call's read,
+    /// [`read_page_names`]) and the tree way (`ListedTool` over the
+    /// borrowed tree), or each way's refusal.
+    fn both_ways(text: &str) -> (Read, Read) {
+        let policy = pins_every_t();
+        let entries = |page: ReadPage| {
+            page.entries
+                .into_iter()
+                .map(|e| match e {
+                    Entry::Malformed => ("(malformed)".to_owned(), None),
+                    Entry::Tool { name, digest, .. } => (name, digest),
+                })
+                .collect::<Vec<_>>()
+        };
+        let names = read_page_names(text, &policy).map(|page| {
+            page.tools
+                .into_iter()
+                .map(|t| t.unwrap_or_else(|| ("(malformed)".to_owned(), None)))
+                .collect::<Vec<_>>()
+        });
+        let tree = read_page(text, &policy, true).map(entries);
+        (names, tree)
+    }
+
+    /// A listing of up to six tools whose schemas (and other members) are
+    /// `schemas`, written canonically, scrambled or pretty.
+    fn listing_of(schemas: &[Value], style: u8, seed: u64) -> String {
+        let tools: Vec<Value> = schemas
+            .iter()
+            .enumerate()
+            .map(|(i, schema)| {
+                json!({"name": format!("t{i}"), "description": format!("tool {i}"), "inputSchema": schema, "annotations": schema})
+            })
+            .collect();
+        let page = json!({"tools": tools, "nextCursor": "c"});
+        match style % 3 {
+            0 => canonical_json(&page),
+            1 => {
+                let mut out = String::new();
+                let mut s = seed;
+                scrambled(&page, &mut s, &mut out);
+                out
+            }
+            _ => serde_json::to_string_pretty(&page).unwrap(),
+        }
+    }
+
+    /// JSON with the numbers and strings schemas really hold (small
+    /// integers, plain and escaped text) as well as any.
+    fn arb_schema_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-1000i64..1000).prop_map(|n| json!(n)),
+            "[a-z\\\\\"\\n\\u{1}\\u{7f}é]{0,6}".prop_map(Value::String),
+            arb_json(),
+        ];
+        leaf.prop_recursive(4, 48, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec(("[a-zé_\\\\]{0,4}", inner), 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Text [`canonical_depth`] accepts is its own canonical form, and
+        /// the depth it gives is the value's.
+        #[test]
+        fn accepted_text_is_its_own_canonical_form(v in arb_schema_json(), style in any::<u8>(), seed in any::<u64>()) {
+            let text = match style % 3 {
+                0 => canonical_json(&v),
+                1 => { let mut out = String::new(); let mut s = seed; scrambled(&v, &mut s, &mut out); out }
+                _ => serde_json::to_string_pretty(&v).unwrap(),
+            };
+            if let Some(depth) = canonical_depth(&text) {
+                let parsed: Value = serde_json::from_str(&text).unwrap();
+                prop_assert_eq!(canonical_json(&parsed), text.clone());
+                let tree: Json<'_> = serde_json::from_str(&text).unwrap();
+                prop_assert_eq!(tree.depth(), depth);
+            }
+        }
+
+        /// The names way reads every listing as the tree way does: the same
+        /// names, the same digests, the same refusals.
+        #[test]
+        fn the_names_way_reads_what_the_tree_way_reads(
+            schemas in prop::collection::vec(arb_schema_json(), 0..6),
+            style in any::<u8>(),
+            seed in any::<u64>(),
+        ) {
+            let text = listing_of(&schemas, style, seed);
+            let (names, tree) = both_ways(&text);
+            prop_assert_eq!(names, tree);
+        }
+    }
+
+    #[test]
+    fn canonical_depth_takes_only_its_own_canonical_form() {
+        for (text, depth) in [
+            ("{}", Some(1)),
+            (
+                "{\"a\":[1,{\"b\":null}],\"b\":\"x\\n\\u001f\\\"\"}",
+                Some(3),
+            ),
+            ("[0,-1,123456789012345]", Some(1)),
+            // UTF-16 order: U+1F600 (surrogates D83D DE00) before U+FF61.
+            ("{\"é\":1,\"😀\":2,\"\u{ff61}\":3}", Some(1)),
+            ("{\"é\":1,\"\u{ff61}\":3,\"😀\":2}", None),
+            ("{\"b\":1,\"a\":2}", None),
+            ("{\"a\":1,\"a\":2}", None),
+            ("{\"a\" :1}", None),
+            ("{\"a\":1.0}", None),
+            ("{\"a\":1e2}", None),
+            ("{\"a\":-0}", None),
+            ("{\"a\":01}", None),
+            ("{\"a\":1234567890123456}", None),
+            ("{\"a\":\"\\/\"}", None),
+            ("{\"a\":\"\\u0041\"}", None),
+            ("{\"a\":\"\\u000A\"}", None),
+            ("{\"a\":\"\\u000a\"}", None),
+            ("{\"\\u0061\":1}", None),
+            ("{\"a\":tru}", None),
+            ("{\"a\":1", None),
+            ("{\"a\":1]", None),
+        ] {
+            assert_eq!(canonical_depth(text), depth, "{text}");
+        }
+    }
+
+    /// What serde_json refuses anywhere in a page (a number beyond a
+    /// double, a lone surrogate, nesting beyond its limit) is refused by
+    /// the names way too, inside a schema or in a member nothing reads.
+    #[test]
+    fn the_names_way_refuses_what_value_refuses() {
+        let nested = |levels: usize| "{\"a\":".repeat(levels - 1) + "{" + &"}".repeat(levels);
+        let tool = |members: &str| format!("{{\"tools\":[{{\"name\":\"t0\",{members}}}]}}");
+        for (text, refused) in [
+            (tool(r#""inputSchema":{"a":1e999}"#), true),
+            (tool(r#""annotations":{"a":1e999}"#), true),
+            (tool(r#""annotations":"\ud800""#), true),
+            (tool(r#""inputSchema":{"a":"\ud800"}"#), true),
+            (r#"{"x":[1e999],"tools":[]}"#.to_owned(), true),
+            (tool(&format!(r#""inputSchema":{}"#, nested(124))), false),
+            (tool(&format!(r#""inputSchema":{}"#, nested(125))), true),
+            // Not canonical (a space): the schema is read the slow way.
+            (
+                tool(&format!(
+                    r#""inputSchema":{}"#,
+                    nested(124).replacen('{', "{ ", 1)
+                )),
+                false,
+            ),
+            (
+                tool(&format!(
+                    r#""inputSchema":{}"#,
+                    nested(125).replacen('{', "{ ", 1)
+                )),
+                true,
+            ),
+        ] {
+            let value_refuses = serde_json::from_str::<Value>(&text).is_err();
+            assert_eq!(value_refuses, refused, "Value on {text}");
+            let (names, tree) = both_ways(&text);
+            assert_eq!(names.is_err(), refused, "names way on {text}");
+            assert_eq!(names, tree, "{text}");
         }
     }
 
@@ -1054,5 +900,29 @@ mod tests {
         let wire = serde_json::to_string(first.verdict.as_ref()).unwrap();
         let back: ListingVerdict = serde_json::from_str(&wire).unwrap();
         assert_eq!(&back, first.verdict.as_ref());
+    }
+
+    /// A verdict kept before the key was BLAKE3 (page hashes under
+    /// `sha256`, a version 1 key) still reads, and is never served: the
+    /// same bytes go the full way once and leave a new verdict.
+    #[test]
+    fn a_verdict_kept_under_the_sha256_key_reads_and_is_not_served() {
+        let page = listing_text();
+        let policy = pinned_policy();
+        let sha: [u8; 32] = Sha256::digest(page.as_bytes()).into();
+        let old = serde_json::json!({
+            "key": hex(&sha),
+            "pages": [{"sha256": hex(&sha)}],
+            "admitted": ["sheet_read"],
+        });
+        let old: ListingVerdict = serde_json::from_value(old).unwrap();
+        let mut reader = ListingReader::new();
+        reader
+            .page(page.clone(), Some(&old), &policy, false)
+            .unwrap();
+        let outcome = reader.finish(&policy, Some(&old), false).unwrap();
+        assert!(!outcome.reused);
+        let fresh = admit_listing_bytes(page.as_bytes(), &policy).unwrap();
+        assert_eq!(outcome.verdict, fresh.verdict);
     }
 }

@@ -10,12 +10,16 @@
 //!   canonical schema, and has the `sha256:` + 32 lowercase hex shape;
 //! - `ToolDefinition::from_listing` never panics; an accepted definition
 //!   has a non-blank name and an object schema, and its canonical material
-//!   is canonical JSON of `{description, inputSchema, name}`.
+//!   is canonical JSON of `{description, inputSchema, name}`;
+//! - a listing holding the value, read from its bytes the names way (a
+//!   schema already canonical hashed as it stands) and the tree way,
+//!   decides the same (admitted names, or the same refusal).
 
 #![no_main]
 
 use human_plus_core::{
-    DIGEST_PREFIX, ToolDefinition, canonical_json, canonical_json_bytes, digest_of,
+    DIGEST_PREFIX, ListingReader, ToolDefinition, TrustPolicy, admit_listing_bytes, canonical_json,
+    canonical_json_bytes, digest_of, listing_digests,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
@@ -100,6 +104,40 @@ fuzz_target!(|data: &[u8]| {
                 digest_of(t.name(), t.description(), t.input_schema())
             );
         }
+    }
+
+    // The same listing read from its bytes the names way (a cold call's:
+    // a schema already in canonical form is hashed as it stands) and the
+    // tree way (with definitions) decides the same, whichever way the text
+    // is written; the raw input too, when it is JSON.
+    let listing = json!({"tools": [
+        {"name": "t0", "description": "Write.", "inputSchema": value, "annotations": value},
+        {"name": "t1", "inputSchema": schema},
+        value,
+    ]});
+    let mut texts = vec![
+        canonical_json(&listing),
+        serde_json::to_string_pretty(&listing).unwrap(),
+    ];
+    if let Ok(raw) = std::str::from_utf8(data) {
+        texts.push(raw.to_owned());
+        texts.push(format!(
+            "{{\"tools\":[{{\"name\":\"t0\",\"inputSchema\":{raw}}}]}}"
+        ));
+    }
+    for text in texts {
+        let pins = listing_digests(text.as_bytes()).unwrap_or_default();
+        let policy = TrustPolicy::every_tool(pins);
+        let names = admit_listing_bytes(text.as_bytes(), &policy).map(|o| o.admitted().to_vec());
+        let mut reader = ListingReader::new();
+        let tree = reader
+            .page(text.clone(), None, &policy, true)
+            .and_then(|_| reader.finish(&policy, None, true))
+            .map(|o| o.admitted().to_vec());
+        assert_eq!(
+            names, tree,
+            "the names way and the tree way disagree on {text}"
+        );
     }
 });
 
