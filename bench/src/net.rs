@@ -700,3 +700,28 @@ impl Floor {
         Ok((t1 - t0, t2 - t1))
     }
 }
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+
+    #[test]
+    fn the_large_listing_adds_the_micro_tools_but_not_the_surface_own() {
+        assert_eq!(Listing::from_args(&[]), Listing::Demo);
+        let args = [
+            "serve".to_owned(),
+            "8".to_owned(),
+            "--large-listing".to_owned(),
+        ];
+        assert_eq!(Listing::from_args(&args), Listing::Large);
+        let own = vec![json!({"name": "sheet_confirm_edit"}), json!({"name": TOOL})];
+        assert!(Listing::Demo.extra_tools(&own).is_empty());
+        let extra = Listing::Large.extra_tools(&own);
+        assert_eq!(extra.len(), crate::data::TOOL_COUNT - 1);
+        assert!(
+            extra
+                .iter()
+                .all(|t| t.get("name").and_then(Value::as_str) != Some("sheet_confirm_edit"))
+        );
+    }
+}

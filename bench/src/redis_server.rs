@@ -153,18 +153,7 @@ impl RedisServer {
             .arg("commandstats")
             .query(&mut self.conn)?;
         let stats: String = redis::cmd("INFO").arg("stats").query(&mut self.conn)?;
-        let calls = commands
-            .lines()
-            .filter_map(|line| {
-                let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls = fields
-                    .split(',')
-                    .find_map(|f| f.strip_prefix("calls="))?
-                    .parse()
-                    .ok()?;
-                Some((name.to_owned(), calls))
-            })
-            .collect();
+        let calls = command_calls(&commands);
         let connections = stats
             .lines()
             .find_map(|l| l.strip_prefix("total_connections_received:"))
@@ -197,9 +186,60 @@ impl RedisServer {
     }
 }
 
+/// Calls per command from the text of `INFO commandstats`
+/// (`cmdstat_hmget:calls=3,usec=...`).
+fn command_calls(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_read_and_differenced_without_info() {
+        let text = "# Commandstats\r\n\
+                    cmdstat_hmget:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_evalsha:calls=20,usec=400,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_set:calls=10,usec=30,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_info:calls=4,usec=90,usec_per_call=22.50,rejected_calls=0,failed_calls=0\r\n";
+        let before = RedisStats {
+            calls: command_calls(text),
+            connections: 3,
+            cpu: Duration::from_millis(10),
+        };
+        assert_eq!(before.calls.get("evalsha"), Some(&20));
+        let mut after = before.clone();
+        after.calls.insert("hmget".into(), 15);
+        after.calls.insert("evalsha".into(), 30);
+        after.calls.insert("set".into(), 15);
+        after.calls.insert("info".into(), 6);
+        after.connections = 4;
+        let d = after.since(&before);
+        assert_eq!(
+            d.commands(),
+            20,
+            "hmget 5 + evalsha 10 + set 5, info left out"
+        );
+        assert_eq!(d.round_trips(), 15, "set runs inside a script");
+        assert_eq!(d.connections, 1);
+        assert!(!d.calls.contains_key("info"));
     }
 }
