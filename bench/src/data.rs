@@ -358,6 +358,25 @@ fn generate() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The 200-tool `tools/list` result and its policy
+/// (`{"allow": [...], "pins": {name: digest}}`): the very values `gen`
+/// writes to `tools_list.json` and `policy.json`, made in memory.
+///
+/// # Panics
+/// Never: the generator writes both as JSON.
+#[must_use]
+pub fn listing() -> (Value, Value) {
+    let files = generate();
+    let parse = |name: &str| -> Value {
+        files
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, text)| serde_json::from_str(text).ok())
+            .unwrap_or_else(|| panic!("{name} is generated as JSON"))
+    };
+    (parse("tools_list.json"), parse("policy.json"))
+}
+
 /// Writes the inputs into `dir` unless they are there at this version.
 ///
 /// # Errors

@@ -6,7 +6,9 @@
 //!   `benches/core.rs`, and the `compare` binary's side-by-side table);
 //! * [`net`]: the relay and demo surfaces in a child process, the three
 //!   runtimes' managers, and the floor (a bare hyper client);
-//! * [`scale`]: 1,000 attachments calling concurrently;
+//! * [`scale`]: 1,000 attachments calling concurrently (the blocking run
+//!   also over a Redis store: the queue worker);
+//! * [`redis_server`]: a throwaway `redis-server` on a free loopback port;
 //! * [`idle`]: 10,000 warm attachments idle in one process, then calling
 //!   once each;
 //! * [`timing`]: the harness the `compare` binary and `bench.py` share;
@@ -30,6 +32,7 @@ pub mod kept;
 pub mod link;
 pub mod net;
 pub mod proxy;
+pub mod redis_server;
 pub mod scale;
 pub mod timing;
 pub mod workloads;

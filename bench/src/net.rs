@@ -33,13 +33,71 @@ pub fn tool_args() -> Value {
 /// The session token every benchmark session is registered with.
 pub const TOKEN: &str = "benchtoken0123456789abcdef";
 
+/// What each demo surface lists on `tools/list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Listing {
+    /// The demo surface's own handful of tools (the default).
+    #[default]
+    Demo,
+    /// The demo surface's tools and, after them, the 200-tool listing the
+    /// micro benchmarks admit ([`crate::data::listing`]; its
+    /// `sheet_confirm_edit`, which the demo surface offers already, left
+    /// out): about 190 KiB a page, 196 pinned tools.
+    Large,
+}
+
+impl Listing {
+    /// The flag `serve` and `scale-run` take for it (none for the demo's).
+    #[must_use]
+    pub fn flag(self) -> Option<&'static str> {
+        match self {
+            Listing::Demo => None,
+            Listing::Large => Some("--large-listing"),
+        }
+    }
+
+    /// The listing `args` ask for: [`Listing::Large`] when they hold its
+    /// flag.
+    #[must_use]
+    pub fn from_args(args: &[String]) -> Listing {
+        if args
+            .iter()
+            .any(|a| Some(a.as_str()) == Listing::Large.flag())
+        {
+            Listing::Large
+        } else {
+            Listing::Demo
+        }
+    }
+
+    /// The tools a surface adds to its own for this listing.
+    fn extra_tools(self, own: &[Value]) -> Vec<Value> {
+        if self == Listing::Demo {
+            return Vec::new();
+        }
+        let name = |t: &Value| t.get("name").and_then(Value::as_str).map(str::to_owned);
+        let own: Vec<String> = own.iter().filter_map(name).collect();
+        let (tools, _) = crate::data::listing();
+        tools
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter(|t| name(t).is_none_or(|n| !own.contains(&n)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// `serve`: a relay and `sessions` demo surfaces on a tokio runtime with
-/// two workers; prints `{"port", "sessions", "pid"}` on one line, then runs
-/// until its standard input closes.
+/// two workers, each listing `listing`; prints `{"port", "sessions",
+/// "pid"}` on one line, then runs until its standard input closes.
 ///
 /// # Panics
 /// When the relay or a surface cannot start.
-pub fn serve(sessions: usize) {
+pub fn serve(sessions: usize, listing: Listing) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -59,6 +117,14 @@ pub fn serve(sessions: usize) {
                 .start()
                 .await
                 .unwrap_or_else(|e| panic!("surface: {e}"));
+            // Before any agent is attached: the list_changed each posts
+            // reaches no one.
+            for tool in listing.extra_tools(&surface.tool_definitions()) {
+                surface
+                    .add_tool(tool)
+                    .await
+                    .unwrap_or_else(|e| panic!("add_tool: {e}"));
+            }
             surfaces.push(surface);
             names.push(name);
         }
@@ -94,6 +160,8 @@ pub struct Server {
     pub sessions: Vec<String>,
     /// The child's process id.
     pub pid: u32,
+    /// What each surface lists.
+    pub listing: Listing,
 }
 
 impl Server {
@@ -103,9 +171,19 @@ impl Server {
     /// When the child cannot start or does not say where it listens.
     #[must_use]
     pub fn start(sessions: usize) -> Server {
+        Server::start_listing(sessions, Listing::Demo)
+    }
+
+    /// [`Server::start`] with surfaces that list `listing`.
+    ///
+    /// # Panics
+    /// When the child cannot start or does not say where it listens.
+    #[must_use]
+    pub fn start_listing(sessions: usize, listing: Listing) -> Server {
         let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
         let mut child = Command::new(exe)
             .args(["serve", &sessions.to_string()])
+            .args(listing.flag())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -144,6 +222,7 @@ impl Server {
             port,
             sessions,
             pid,
+            listing,
         }
     }
 
@@ -260,13 +339,70 @@ pub fn participant() -> Participant {
 
 /// The pinned policy: the tools the benchmarks use, with `TOOL` pinned to
 /// the digest the surface's listing has (read once through the tokio
-/// manager under an unpinned policy).
+/// manager under an unpinned policy). With [`Listing::Large`], also the
+/// large listing's own allowlist and 196 pins, checked once: the surface's
+/// listing is admitted whole under it.
 ///
 /// # Panics
-/// When the discovery fails.
+/// When the discovery fails, or the large listing is not admitted.
 #[must_use]
 pub fn pinned_policy(server: &Server) -> TrustPolicy {
-    let names = ["sheet_get_cell", "sheet_get_range", "sheet_describe"];
+    let own = demo_pinned_policy(server);
+    if server.listing == Listing::Demo {
+        return own;
+    }
+    let (_, large) = crate::data::listing();
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut allow: Vec<String> = DEMO_NAMES.iter().map(|&n| n.to_owned()).collect();
+    allow.extend(strings(large.get("allow")));
+    let mut pins: Vec<(String, String)> = own
+        .pins()
+        .iter()
+        .map(|(n, d)| (n.clone(), d.clone()))
+        .collect();
+    pins.extend(
+        large
+            .get("pins")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(n, d)| Some((n.clone(), d.as_str()?.to_owned()))),
+    );
+    let policy = TrustPolicy::allowing(allow, pins);
+    let probe = client(
+        RuntimeKind::Tokio,
+        server.config(ReceiveLeg::Sse, policy.clone(), false),
+    );
+    let att = probe
+        .attach("pin-check", server.invitation(0), participant())
+        .unwrap_or_else(|e| panic!("attach: {e}"));
+    let admitted = probe
+        .tools("pin-check", att.id())
+        .unwrap_or_else(|e| panic!("tools: {e}"))
+        .tools
+        .len();
+    assert!(
+        admitted >= 196,
+        "the large listing admitted {admitted} tools, not its 196 pinned ones and the demo's"
+    );
+    policy
+}
+
+/// The tools the benchmarks allow on the demo surface.
+const DEMO_NAMES: [&str; 3] = ["sheet_get_cell", "sheet_get_range", "sheet_describe"];
+
+/// The demo surface's own part of [`pinned_policy`].
+fn demo_pinned_policy(server: &Server) -> TrustPolicy {
+    let names = DEMO_NAMES;
     let probe = client(
         RuntimeKind::Tokio,
         server.config(
@@ -562,5 +698,30 @@ impl Floor {
             }
         }
         Ok((t1 - t0, t2 - t1))
+    }
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+
+    #[test]
+    fn the_large_listing_adds_the_micro_tools_but_not_the_surface_own() {
+        assert_eq!(Listing::from_args(&[]), Listing::Demo);
+        let args = [
+            "serve".to_owned(),
+            "8".to_owned(),
+            "--large-listing".to_owned(),
+        ];
+        assert_eq!(Listing::from_args(&args), Listing::Large);
+        let own = vec![json!({"name": "sheet_confirm_edit"}), json!({"name": TOOL})];
+        assert!(Listing::Demo.extra_tools(&own).is_empty());
+        let extra = Listing::Large.extra_tools(&own);
+        assert_eq!(extra.len(), crate::data::TOOL_COUNT - 1);
+        assert!(
+            extra
+                .iter()
+                .all(|t| t.get("name").and_then(Value::as_str) != Some("sheet_confirm_edit"))
+        );
     }
 }

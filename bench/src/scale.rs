@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use human_plus_blocking::{AttachmentStore, Keyring, RedisAttachmentStore, RedisConfig};
+
 use crate::kept::{KeptFloor, Route};
-use crate::net::{self, Floor, LegKind, Server, participant, pinned_policy, status_kib};
+use crate::net::{self, Floor, LegKind, Listing, Server, participant, pinned_policy, status_kib};
+use crate::redis_server::{RedisServer, RedisStats};
 use crate::timing::{percentile, us};
 
 /// What one scale run measured.
@@ -260,15 +263,155 @@ pub fn run_blocking(
     threads: usize,
     duration: Duration,
 ) -> Value {
-    let server = Server::start(sessions);
+    run_blocking_with(&BlockingRun {
+        sessions,
+        attachments,
+        threads,
+        duration,
+        store: StoreKind::Memory,
+        listing: Listing::Demo,
+    })
+}
+
+/// Where the blocking run's manager keeps its attachment records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// The in-memory store (the default).
+    #[default]
+    Memory,
+    /// A Redis store on a `redis-server` this run starts on a free
+    /// loopback port and kills at its end ([`RedisServer`]): every call
+    /// takes the attachment's lock, loads its record and stores it back
+    /// when it changed, each a round trip to that server.
+    Redis,
+}
+
+impl StoreKind {
+    /// The flag `scale-run` takes for it (none for the in-memory store).
+    #[must_use]
+    pub fn flag(self) -> Option<&'static str> {
+        match self {
+            StoreKind::Memory => None,
+            StoreKind::Redis => Some("--redis"),
+        }
+    }
+
+    /// The store `args` ask for: [`StoreKind::Redis`] when they hold its
+    /// flag.
+    #[must_use]
+    pub fn from_args(args: &[String]) -> StoreKind {
+        if args
+            .iter()
+            .any(|a| Some(a.as_str()) == StoreKind::Redis.flag())
+        {
+            StoreKind::Redis
+        } else {
+            StoreKind::Memory
+        }
+    }
+}
+
+/// A blocking scale run: the queue worker's path.
+#[derive(Debug, Clone)]
+pub struct BlockingRun {
+    /// Demo surfaces (sessions) the attachments are spread over.
+    pub sessions: usize,
+    /// Attachments, each one job's target in turn.
+    pub attachments: usize,
+    /// Worker threads sharing one manager and one store.
+    pub threads: usize,
+    /// How long the measured wave lasts.
+    pub duration: Duration,
+    /// Where the records are kept.
+    pub store: StoreKind,
+    /// What the surfaces list.
+    pub listing: Listing,
+}
+
+/// [`run_blocking`] with a store and a listing to choose: `threads` worker
+/// threads sharing one blocking manager, each job a cold call (the lock
+/// taken, the record loaded, the init cache hit, the surface re-listed,
+/// the pinned call, the record stored back when it changed) on one of the
+/// attachments. With the Redis store the report also has the server's
+/// counters over the measured wave, per call made (calls and errors):
+/// `redis_commands_per_call` (the scripts' own commands included),
+/// `redis_round_trips_per_call` (the commands the client sent),
+/// `redis_per_call` by command, `redis_connections_per_call` and
+/// `redis_cpu_us_per_call`; and `redis_keys` and `redis_record_bytes`
+/// (one record's envelope) at the end.
+///
+/// # Panics
+/// When the setup fails (no `redis-server` among them).
+#[must_use]
+pub fn run_blocking_with(run: &BlockingRun) -> Value {
+    let server = Server::start_listing(run.sessions, run.listing);
     let policy = pinned_policy(&server);
-    let hp = human_plus_blocking::HumanPlus::new(server.config(
-        LegKind::Sse.receive_leg(),
-        policy,
-        false,
-    ));
-    let mut ids = Vec::with_capacity(attachments);
-    for i in 0..attachments {
+    let config = server.config(LegKind::Sse.receive_leg(), policy, false);
+    let listing = match run.listing {
+        Listing::Demo => "",
+        Listing::Large => ", 200-tool listing",
+    };
+    let name = |store: &str| {
+        format!(
+            "blocking, {} threads (sse leg){store}{listing}",
+            run.threads
+        )
+    };
+    match run.store {
+        StoreKind::Memory => {
+            let hp = human_plus_blocking::HumanPlus::new(config);
+            blocking_waves(&server, &hp, run, name(""), None, &|_| None)
+        }
+        StoreKind::Redis => {
+            let mut redis = RedisServer::start().unwrap_or_else(|e| panic!("redis-server: {e}"));
+            let keyring = Keyring::generate("bench").unwrap_or_else(|e| panic!("keyring: {e}"));
+            // An idle connection kept per worker, as a queue worker of N
+            // threads would configure it (the default keeps 16).
+            let store = RedisAttachmentStore::open(
+                RedisConfig::new(redis.url(), keyring).max_idle_connections(run.threads),
+            )
+            .unwrap_or_else(|e| panic!("redis store: {e}"));
+            let hp = human_plus_blocking::HumanPlus::builder(config)
+                .store(store)
+                .build()
+                .unwrap_or_else(|e| panic!("manager: {e}"));
+            let key = |id: &str| Some(hp.store().record_key(id));
+            let mut out = blocking_waves(
+                &server,
+                &hp,
+                run,
+                name(", redis store"),
+                Some(&mut redis),
+                &key,
+            );
+            out["redis_keys"] = json!(redis.keys().ok());
+            out
+        }
+    }
+}
+
+/// The counters of a run's Redis around its measured wave.
+#[derive(Default)]
+struct RedisWave {
+    before: Option<RedisStats>,
+    after: Option<RedisStats>,
+}
+
+/// Attaches every attachment through `hp`, then runs the warm-up and the
+/// measured waves; with `redis`, reads its counters around the measured
+/// wave and reports them per call, and the size of the first attachment's
+/// record (at `record_key`) at the end.
+fn blocking_waves<S: AttachmentStore + 'static>(
+    server: &Server,
+    hp: &human_plus_blocking::HumanPlus<S>,
+    run: &BlockingRun,
+    name: String,
+    mut redis: Option<&mut RedisServer>,
+    record_key: &dyn Fn(&str) -> Option<String>,
+) -> Value {
+    let threads = run.threads;
+    let mut ids = Vec::with_capacity(run.attachments);
+    for i in 0..run.attachments {
         let owner = format!("owner-{i}");
         let att = hp
             .attach(owner.as_str(), server.invitation(i), participant())
@@ -277,13 +420,18 @@ pub fn run_blocking(
     }
     let rss_before = status_kib("VmRSS");
     let inflight = InFlight::default();
+    let mut counters = RedisWave::default();
     let wave = |deadline: Option<Instant>| -> Tally {
-        std::thread::scope(|scope| {
+        if deadline.is_some()
+            && let Some(r) = redis.as_deref_mut()
+        {
+            counters.before = r.stats().ok();
+        }
+        let tally = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let mine: Vec<&(String, String)> =
                         ids.iter().skip(t).step_by(threads).collect();
-                    let hp = &hp;
                     let inflight = &inflight;
                     scope.spawn(move || {
                         let mut tally = Tally::default();
@@ -317,17 +465,42 @@ pub fn run_blocking(
                 }
             }
             all
-        })
+        });
+        if deadline.is_some()
+            && let Some(r) = redis.as_deref_mut()
+        {
+            counters.after = r.stats().ok();
+        }
+        tally
     };
-    Measured {
-        name: format!("blocking, {threads} threads (sse leg)"),
-        attachments,
+    let mut out = Measured {
+        name,
+        attachments: run.attachments,
         rss_before,
-        server: &server,
+        server,
         inflight: &inflight,
-        duration,
+        duration: run.duration,
     }
-    .run(Tally::default(), wave)
+    .run(Tally::default(), wave);
+    if let (Some(before), Some(after)) = (&counters.before, &counters.after) {
+        let d = after.since(before);
+        let calls = out["ops"].as_u64().unwrap_or(0) + out["errors"].as_u64().unwrap_or(0);
+        let per = |n: f64| n / calls.max(1) as f64;
+        out["redis_commands_per_call"] = json!(per(d.commands() as f64));
+        out["redis_round_trips_per_call"] = json!(per(d.round_trips() as f64));
+        out["redis_per_call"] = d
+            .calls
+            .iter()
+            .map(|(name, &n)| (name.clone(), json!(per(n as f64))))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+        out["redis_connections_per_call"] = json!(per(d.connections as f64));
+        out["redis_cpu_us_per_call"] = json!(per(d.cpu.as_secs_f64() * 1e6));
+    }
+    if let (Some(r), Some(key)) = (redis, ids.first().and_then(|(_, id)| record_key(id))) {
+        out["redis_record_bytes"] = json!(r.field_len(&key, "v").ok());
+    }
+    out
 }
 
 /// The floor at the same concurrency: `clients` bare hyper clients doing a

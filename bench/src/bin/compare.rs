@@ -26,6 +26,12 @@
 //! `--in-flight N` (calls at once, default 1000) and `--idle-secs S`
 //! (default 20), and under `all` `--idle-attachments N`.
 //!
+//! `scale-run blocking SESSIONS ATTACHMENTS SECS THREADS` (one scale row,
+//! as JSON) also takes `--redis` (the records in a Redis store, on a
+//! `redis-server` it starts on a free loopback port: the queue worker) and
+//! `--large-listing` (each surface lists the micro benchmarks' 200 tools
+//! besides its own).
+//!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
 //! default 5), `--path plain|production|both` (default both), `--runtime
@@ -100,7 +106,10 @@ fn main() {
         "serve" => {
             // As many sockets as the clients' legs need (idle: 10,000).
             let _ = idle::raise_nofile();
-            net::serve(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1));
+            net::serve(
+                args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1),
+                net::Listing::from_args(&args),
+            );
         }
         "scale-run" => scale_run(&args),
         "idle-run" => println!("{}", idle::run(&opts.idle)),
@@ -727,7 +736,14 @@ fn scale_run(args: &[String]) {
         "tokio" => scale::run_tokio(sessions, attachments, d, LegKind::Sse, false),
         "tokio-warm" => scale::run_tokio(sessions, attachments, d, LegKind::Sse, true),
         "tokio-poll" => scale::run_tokio(sessions, attachments, d, LegKind::Poll, false),
-        "blocking" => scale::run_blocking(sessions, attachments, threads, d),
+        "blocking" => scale::run_blocking_with(&scale::BlockingRun {
+            sessions,
+            attachments,
+            threads,
+            duration: d,
+            store: scale::StoreKind::from_args(args),
+            listing: net::Listing::from_args(args),
+        }),
         "kept" => scale::run_kept_floor(sessions, attachments, d, LegKind::Sse),
         _ => scale::run_floor(sessions, attachments, d, LegKind::Sse),
     };
