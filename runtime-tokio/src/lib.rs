@@ -189,8 +189,11 @@ impl Driver for Tokio {
     ) -> impl Future<Output = Driven<T, Self>> + Send {
         // The driver loop's own future, not one awaiting it: a wrapper
         // would keep room for `run` beside the operation moved into it.
+        // The operation goes in a box of its own: an async fn keeps room
+        // for its argument beside the local it is moved into, so an
+        // operation held inline counted twice in the loop's future.
         let Drive { op, stream } = run;
-        driver::drive(op, &self.connector, stream)
+        driver::drive(Box::new(op), &self.connector, stream)
     }
 
     fn now() -> Instant {

@@ -122,9 +122,11 @@ async fn exchange(
     let on_kept = kept.is_some();
     let (mut connection, created) = match kept {
         Some(kept) => kept,
+        // Opening is boxed: its future (resolving, dialling, the proxy's
+        // CONNECT, TLS, the handshake) is the largest state of a request,
+        // and inline it sized every request's task for the whole exchange.
         None => (
-            connector
-                .open(endpoint)
+            Box::pin(connector.open(endpoint))
                 .await
                 .map_err(Failure::before_writing)?,
             now(),
