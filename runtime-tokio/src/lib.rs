@@ -142,7 +142,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use human_plus_core::{ConnectionPool, OperationOutput};
+use human_plus_core::OperationOutput;
 use human_plus_runtime::{AsyncFlavour, Drive, Driven, Driver, NetSettings};
 
 pub use driver::WarmStream;
@@ -174,12 +174,8 @@ impl Driver for Tokio {
     type Stream = WarmStream;
 
     fn new(net: NetSettings<dyn Resolve>) -> Self {
-        let pool = net.pool;
         Tokio {
-            connector: Arc::new(Connector {
-                net,
-                pool: std::sync::Mutex::new(ConnectionPool::new(pool)),
-            }),
+            connector: Arc::new(Connector::new(net)),
         }
     }
 
