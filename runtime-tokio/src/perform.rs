@@ -153,12 +153,14 @@ async fn exchange(
             });
         }
     };
+    // Only the status and the body are kept: the head's parts (headers,
+    // extensions) are not held while the driver takes the event.
     let status = response.status().as_u16();
+    let mut body = response.into_body();
     tracing::debug!(request = %id, status, "relay response head");
     if !events.send(HttpEvent::Head(status)).await && !finish_quietly {
         return Ok(());
     }
-    let mut body = response.into_body();
     let mut report = BodyReport::for_leg(leg);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| Failure::Lost(io_error("reading the response body", &e)))?;
