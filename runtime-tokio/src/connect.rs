@@ -20,6 +20,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Full;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::Instrument;
@@ -45,7 +46,13 @@ use crate::clock::now;
 /// are a few hundred bytes and its bodies are streamed to the core, which
 /// bounds them; hyper's default (8 KiB, growing to about 400 KiB) sized
 /// every connection for far larger messages than a relay sends.
-const RELAY_READ_BUFFER: usize = 4096;
+pub(crate) const RELAY_READ_BUFFER: usize = 4096;
+
+/// The largest response head a relay connection reads, once a head did not
+/// fit in [`RELAY_READ_BUFFER`] (a relay behind a proxy that adds kilobytes
+/// of cookies or policy headers): connections opened from then on read with
+/// hyper's own strategy (8 KiB, growing up to this, shrinking back).
+pub(crate) const RELAY_HEAD_MAX: usize = 64 * 1024;
 
 /// A transport error of `kind`.
 pub(crate) fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
@@ -83,9 +90,30 @@ pub(crate) struct Connector {
     pub(crate) net: NetSettings<dyn Resolve>,
     /// Idle connections, by key.
     pub(crate) pool: Mutex<ConnectionPool<Connection>>,
+    /// Set once a relay's response head did not fit in
+    /// [`RELAY_READ_BUFFER`]: connections opened since may read heads of
+    /// up to [`RELAY_HEAD_MAX`].
+    pub(crate) large_heads: AtomicBool,
 }
 
 impl Connector {
+    /// A connector over `net`, with no connection kept yet.
+    pub(crate) fn new(net: NetSettings<dyn Resolve>) -> Self {
+        let pool = ConnectionPool::new(net.pool);
+        Connector {
+            net,
+            pool: Mutex::new(pool),
+            large_heads: AtomicBool::new(false),
+        }
+    }
+
+    /// Records that a response head did not fit in the exact buffer the
+    /// connection read with; false when connections already read larger
+    /// heads (the head is over [`RELAY_HEAD_MAX`]).
+    pub(crate) fn head_did_not_fit(&self) -> bool {
+        !self.large_heads.swap(true, Ordering::Relaxed)
+    }
+
     /// An idle connection for `key` whose sender is still open (one found
     /// closed is dropped), and when it was made.
     pub(crate) fn take(&self, key: &ConnectionKey) -> Option<(Connection, std::time::Instant)> {
@@ -152,8 +180,13 @@ impl Connector {
         } else {
             Box::new(tcp)
         };
-        let (sender, connection) = http1::Builder::new()
-            .read_buf_exact_size(Some(RELAY_READ_BUFFER))
+        let mut builder = http1::Builder::new();
+        if self.large_heads.load(Ordering::Relaxed) {
+            builder.max_buf_size(RELAY_HEAD_MAX);
+        } else {
+            builder.read_buf_exact_size(Some(RELAY_READ_BUFFER));
+        }
+        let (sender, connection) = builder
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| transport(TransportErrorKind::Io, format!("HTTP/1.1 handshake: {e}")))?;

@@ -142,7 +142,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use human_plus_core::{ConnectionPool, OperationOutput};
+use human_plus_core::OperationOutput;
 use human_plus_runtime::{AsyncFlavour, Drive, Driven, Driver, NetSettings};
 
 pub use driver::WarmStream;
@@ -174,12 +174,8 @@ impl Driver for Tokio {
     type Stream = WarmStream;
 
     fn new(net: NetSettings<dyn Resolve>) -> Self {
-        let pool = net.pool;
         Tokio {
-            connector: Arc::new(Connector {
-                net,
-                pool: std::sync::Mutex::new(ConnectionPool::new(pool)),
-            }),
+            connector: Arc::new(Connector::new(net)),
         }
     }
 
@@ -189,8 +185,11 @@ impl Driver for Tokio {
     ) -> impl Future<Output = Driven<T, Self>> + Send {
         // The driver loop's own future, not one awaiting it: a wrapper
         // would keep room for `run` beside the operation moved into it.
+        // The operation goes in a box of its own: an async fn keeps room
+        // for its argument beside the local it is moved into, so an
+        // operation held inline counted twice in the loop's future.
         let Drive { op, stream } = run;
-        driver::drive(op, &self.connector, stream)
+        driver::drive(Box::new(op), &self.connector, stream)
     }
 
     fn now() -> Instant {
