@@ -26,6 +26,7 @@
 //! The writer is iterative, so a deeply nested value cannot exhaust the
 //! stack.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
@@ -380,6 +381,280 @@ fn canonical_string_end(b: &[u8], from: usize, key: bool) -> Option<usize> {
                 at += 6;
             }
             _ => return None,
+        }
+    }
+}
+
+/// Why [`canonicalize`] could not write a text: `Value` would refuse it (a
+/// number beyond a double, a lone surrogate), it nests deeper than allowed,
+/// or it is not one JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unreadable;
+
+/// Appends the canonical form of `text` (what [`canonical_json`] writes for
+/// the value `text` denotes) to `out`, straight from the text: no tree is
+/// built. Text already in canonical form is copied as it stands; an object
+/// whose keys come out of order has its members written again in order.
+/// `text` is one JSON value whose syntax serde_json has checked (a
+/// `RawValue`); its containers may nest at most `max_depth` levels.
+///
+/// What the text means is decided by serde_json itself wherever it could
+/// differ: a string holding an escape is decoded by serde_json, a number
+/// other than a short integer is read as serde_json's `Number` and written
+/// by [`write_number`], so the answer is the writer's bit for bit and the
+/// refusals are `Value`'s.
+pub(crate) fn canonicalize(
+    text: &str,
+    max_depth: usize,
+    out: &mut String,
+) -> Result<(), Unreadable> {
+    let mut c = Canonicalizer {
+        text,
+        at: 0,
+        depth_left: max_depth,
+        members: Vec::new(),
+        scratch: String::new(),
+    };
+    out.reserve(text.len());
+    c.value(out)?;
+    c.space();
+    if c.at == text.len() {
+        Ok(())
+    } else {
+        Err(Unreadable)
+    }
+}
+
+/// One member of an object being written: its key and where the member
+/// (`"key":value`) sits in the output.
+struct Member<'t> {
+    key: Cow<'t, str>,
+    start: usize,
+    end: usize,
+}
+
+/// The state of one [`canonicalize`] pass.
+struct Canonicalizer<'t> {
+    text: &'t str,
+    at: usize,
+    depth_left: usize,
+    /// The members of every open object, innermost last.
+    members: Vec<Member<'t>>,
+    /// Where an out-of-order object's members are copied to be reordered.
+    scratch: String,
+}
+
+impl<'t> Canonicalizer<'t> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn value(&mut self, out: &mut String) -> Result<(), Unreadable> {
+        self.space();
+        match self.peek().ok_or(Unreadable)? {
+            b'{' => self.object(out),
+            b'[' => self.array(out),
+            b'"' => {
+                let (raw, escaped) = self.string()?;
+                if escaped {
+                    let decoded: String = serde_json::from_str(raw).map_err(|_| Unreadable)?;
+                    write_string(&decoded, out);
+                } else {
+                    // No escape: no quote, backslash or control inside (the
+                    // syntax was checked), so the text is its own form.
+                    out.push_str(raw);
+                }
+                Ok(())
+            }
+            b't' => self.word("true", out),
+            b'f' => self.word("false", out),
+            b'n' => self.word("null", out),
+            _ => self.number(out),
+        }
+    }
+
+    fn word(&mut self, word: &str, out: &mut String) -> Result<(), Unreadable> {
+        if self.text.get(self.at..self.at + word.len()) != Some(word) {
+            return Err(Unreadable);
+        }
+        self.at += word.len();
+        out.push_str(word);
+        Ok(())
+    }
+
+    /// A string token, quotes included, and whether it holds an escape.
+    fn string(&mut self) -> Result<(&'t str, bool), Unreadable> {
+        let b = self.text.as_bytes();
+        let start = self.at;
+        let mut at = start + 1;
+        let mut escaped = false;
+        loop {
+            at += memchr::memchr2(b'"', b'\\', b.get(at..).ok_or(Unreadable)?).ok_or(Unreadable)?;
+            if b.get(at) == Some(&b'"') {
+                break;
+            }
+            // A backslash: the byte after it is never a closing quote.
+            escaped = true;
+            at += 2;
+        }
+        self.at = at + 1;
+        Ok((self.text.get(start..=at).ok_or(Unreadable)?, escaped))
+    }
+
+    fn number(&mut self, out: &mut String) -> Result<(), Unreadable> {
+        let b = self.text.as_bytes();
+        let len = b
+            .get(self.at..)
+            .ok_or(Unreadable)?
+            .iter()
+            .position(|d| !matches!(d, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+            .unwrap_or(b.len() - self.at);
+        let token = self.text.get(self.at..self.at + len).ok_or(Unreadable)?;
+        self.at += len;
+        let digits = token.strip_prefix('-').unwrap_or(token).as_bytes();
+        let short_integer = matches!(digits.len(), 1..=15)
+            && digits.iter().all(u8::is_ascii_digit)
+            && (digits.first() != Some(&b'0') || (digits == b"0" && digits.len() == token.len()));
+        if short_integer {
+            // ECMAScript writes these digits back unchanged.
+            out.push_str(token);
+        } else {
+            let n: Number = serde_json::from_str(token).map_err(|_| Unreadable)?;
+            write_number(&n, out);
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self) -> Result<(), Unreadable> {
+        self.depth_left = self.depth_left.checked_sub(1).ok_or(Unreadable)?;
+        self.at += 1;
+        self.space();
+        Ok(())
+    }
+
+    fn array(&mut self, out: &mut String) -> Result<(), Unreadable> {
+        self.enter()?;
+        out.push('[');
+        if self.peek() == Some(b']') {
+            self.at += 1;
+        } else {
+            loop {
+                self.value(out)?;
+                self.space();
+                match self.peek() {
+                    Some(b',') => {
+                        self.at += 1;
+                        out.push(',');
+                    }
+                    Some(b']') => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return Err(Unreadable),
+                }
+            }
+        }
+        out.push(']');
+        self.depth_left += 1;
+        Ok(())
+    }
+
+    fn object(&mut self, out: &mut String) -> Result<(), Unreadable> {
+        self.enter()?;
+        let open = out.len();
+        out.push('{');
+        let base = self.members.len();
+        let mut in_order = true;
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+        } else {
+            loop {
+                self.space();
+                if self.peek() != Some(b'"') {
+                    return Err(Unreadable);
+                }
+                let (raw, escaped) = self.string()?;
+                let key: Cow<'t, str> = if escaped {
+                    Cow::Owned(serde_json::from_str(raw).map_err(|_| Unreadable)?)
+                } else {
+                    Cow::Borrowed(raw.get(1..raw.len() - 1).ok_or(Unreadable)?)
+                };
+                if self.members.len() > base
+                    && let Some(last) = self.members.last()
+                    && !utf16_cmp(&last.key, &key).is_lt()
+                {
+                    in_order = false;
+                }
+                if self.members.len() > base {
+                    out.push(',');
+                }
+                let start = out.len();
+                write_string(&key, out);
+                self.space();
+                if self.peek() != Some(b':') {
+                    return Err(Unreadable);
+                }
+                self.at += 1;
+                out.push(':');
+                self.value(out)?;
+                self.members.push(Member {
+                    key,
+                    start,
+                    end: out.len(),
+                });
+                self.space();
+                match self.peek() {
+                    Some(b',') => self.at += 1,
+                    Some(b'}') => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return Err(Unreadable),
+                }
+            }
+        }
+        if !in_order {
+            self.reorder(open, base, out);
+        }
+        self.members.truncate(base);
+        out.push('}');
+        self.depth_left += 1;
+        Ok(())
+    }
+
+    /// Writes the members from `base` on again, sorted by key (stable),
+    /// keeping only the last of equal keys, after the `{` at `open`.
+    fn reorder(&mut self, open: usize, base: usize, out: &mut String) {
+        let Some(members) = self.members.get_mut(base..) else {
+            return;
+        };
+        self.scratch.clear();
+        self.scratch
+            .push_str(out.get(open + 1..).unwrap_or_default());
+        out.truncate(open + 1);
+        let shift = open + 1;
+        // Stable: equal keys keep the text's order, the last one wins.
+        members.sort_by(|a, b| utf16_cmp(&a.key, &b.key));
+        let mut first = true;
+        for (i, m) in members.iter().enumerate() {
+            if members.get(i + 1).is_some_and(|next| next.key == m.key) {
+                continue;
+            }
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(
+                self.scratch
+                    .get(m.start - shift..m.end - shift)
+                    .unwrap_or_default(),
+            );
         }
     }
 }

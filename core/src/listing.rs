@@ -6,7 +6,7 @@
 //! A page is read one of two ways. A cold call needs only the admitted
 //! names, so it reads the names way (`listing_names.rs`): one serde_json
 //! pass that builds no tree, a schema already in canonical form hashed as
-//! its bytes stand. A `tools` answer needs the definitions, so it reads the
+//! its bytes stand, any other written canonically straight from its text. A `tools` answer needs the definitions, so it reads the
 //! tree way (a borrowed tree, `listed.rs`). Both refuse exactly what
 //! `Value` refuses and digest bit for bit the same (tests and the
 //! `canonical` fuzz target hold them to each other).
@@ -467,7 +467,7 @@ pub fn listing_digests(result: &[u8]) -> Result<Vec<(String, String)>, Error> {
 mod tests {
     use super::*;
     use crate::canonical::tests::arb_json;
-    use crate::canonical::{canonical_depth, canonical_json};
+    use crate::canonical::{Unreadable, canonical_depth, canonical_json, canonicalize};
     use crate::error::ToolRefusal;
     use crate::listed::CanonicalHasher;
     use crate::listing_names::read_page_names;
@@ -669,6 +669,20 @@ mod tests {
     }
 
     proptest! {
+        /// Written straight from its text, in any style, a value comes out
+        /// as the `Value` writer writes it, byte for byte.
+        #[test]
+        fn canonicalize_writes_what_the_value_writer_writes(v in arb_schema_json(), style in any::<u8>(), seed in any::<u64>()) {
+            let text = match style % 3 {
+                0 => canonical_json(&v),
+                1 => { let mut out = String::new(); let mut s = seed; scrambled(&v, &mut s, &mut out); out }
+                _ => serde_json::to_string_pretty(&v).unwrap(),
+            };
+            let mut out = String::new();
+            prop_assert_eq!(canonicalize(&text, 127, &mut out), Ok(()));
+            prop_assert_eq!(out, canonical_json(&v));
+        }
+
         /// Text [`canonical_depth`] accepts is its own canonical form, and
         /// the depth it gives is the value's.
         #[test]
@@ -681,8 +695,7 @@ mod tests {
             if let Some(depth) = canonical_depth(&text) {
                 let parsed: Value = serde_json::from_str(&text).unwrap();
                 prop_assert_eq!(canonical_json(&parsed), text.clone());
-                let tree: Json<'_> = serde_json::from_str(&text).unwrap();
-                prop_assert_eq!(tree.depth(), depth);
+                prop_assert_eq!(value_depth(&parsed), depth);
             }
         }
 
@@ -697,6 +710,15 @@ mod tests {
             let text = listing_of(&schemas, style, seed);
             let (names, tree) = both_ways(&text);
             prop_assert_eq!(names, tree);
+        }
+    }
+
+    /// How deeply containers nest (a scalar is 0).
+    fn value_depth(v: &Value) -> usize {
+        match v {
+            Value::Array(items) => 1 + items.iter().map(value_depth).max().unwrap_or(0),
+            Value::Object(m) => 1 + m.values().map(value_depth).max().unwrap_or(0),
+            _ => 0,
         }
     }
 
@@ -731,6 +753,49 @@ mod tests {
         ] {
             assert_eq!(canonical_depth(text), depth, "{text}");
         }
+    }
+
+    #[test]
+    fn canonicalize_examples() {
+        let nested = |levels: usize| "[".repeat(levels) + &"]".repeat(levels);
+        for (text, written) in [
+            ("{}", Some("{}")),
+            (
+                " { \"b\" : 1 , \"a\" : [ 2 , { } ] } ",
+                Some("{\"a\":[2,{}],\"b\":1}"),
+            ),
+            ("{\"a\":1,\"a\":2,\"a\":3}", Some("{\"a\":3}")),
+            (
+                "{\"b\":{\"d\":1,\"c\":2},\"a\":0}",
+                Some("{\"a\":0,\"b\":{\"c\":2,\"d\":1}}"),
+            ),
+            ("{\"\\u0062\":1,\"a\":2}", Some("{\"a\":2,\"b\":1}")),
+            // UTF-16 order: U+1F600 (surrogates D83D DE00) before U+FF61.
+            (
+                "{\"\u{ff61}\":3,\"😀\":2,\"é\":1}",
+                Some("{\"é\":1,\"😀\":2,\"\u{ff61}\":3}"),
+            ),
+            (
+                "[\"\\u0041\\/\\u00e9\\n\\u001F\\ud83d\\ude00\"]",
+                Some("[\"A/é\\n\\u001f😀\"]"),
+            ),
+            ("[1.0,1e2,-0,0.5,1E400,123456789012345678]", None),
+            (
+                "[1.0,1e2,-0,0.5,123456789012345678]",
+                Some("[1,100,0,0.5,123456789012345680]"),
+            ),
+            ("[\"\\ud800\"]", None),
+            ("[\"\\udc00\"]", None),
+            ("[1] x", None),
+            ("[1,]", None),
+            (&nested(4), Some(nested(4).as_str())),
+        ] {
+            let mut out = String::new();
+            let result = canonicalize(text, 4, &mut out);
+            assert_eq!(result.ok().map(|()| out.as_str()), written, "{text}");
+        }
+        let mut out = String::new();
+        assert_eq!(canonicalize(&nested(5), 4, &mut out), Err(Unreadable));
     }
 
     /// What serde_json refuses anywhere in a page (a number beyond a

@@ -4,9 +4,11 @@
 //! Every value is still read by serde_json the way `Value` reads it
 //! (numbers, escapes, surrogates, the nesting limit), so a page is refused
 //! exactly when the tree read refuses it. A tool's schema is taken as its
-//! raw text and, when that text is already its own canonical form
-//! ([`canonical_depth`]), hashed as it stands; any other schema is parsed
-//! into the borrowed tree and written canonically, as before.
+//! raw text: when that text is already its own canonical form
+//! ([`canonical_depth`]) it is hashed as it stands; any other is written
+//! canonically straight from the text ([`canonicalize`]: whitespace
+//! dropped, escapes and numbers written again, out-of-order objects
+//! reordered), with no tree built.
 
 use std::fmt;
 
@@ -14,7 +16,9 @@ use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::canonical::canonical_depth;
+use std::borrow::Cow;
+
+use crate::canonical::{canonical_depth, canonicalize};
 use crate::error::{Error, ProtocolError};
 use crate::listed::{Json, Key, Material, tool_digest};
 use crate::tool::is_blank;
@@ -102,10 +106,9 @@ enum Listed<'a> {
 enum Schema<'a> {
     /// Absent or `null`.
     Absent,
-    /// An object whose text is its own canonical form.
-    Canonical(&'a str),
-    /// Any other object, parsed.
-    Tree(Json<'a>),
+    /// An object, in canonical form: its own text when that was already
+    /// canonical, else written.
+    Canonical(Cow<'a, str>),
     /// Not an object: the entry is malformed.
     NotAnObject,
 }
@@ -133,7 +136,6 @@ impl<'a> Listed<'a> {
         let schema = match schema {
             Schema::Absent => Material::Empty,
             Schema::Canonical(text) => Material::Canonical(text),
-            Schema::Tree(tree) => Material::Tree(tree),
             Schema::NotAnObject => return None,
         };
         Some((name, description, schema))
@@ -141,41 +143,27 @@ impl<'a> Listed<'a> {
 }
 
 impl<'a> Schema<'a> {
-    /// Reads a schema's raw text (its syntax already checked): kept as it
-    /// stands when canonical, else parsed as `Value` would parse it. Too
-    /// deep for serde_json inside the page is an error, as it is for the
-    /// tree read.
+    /// Reads a schema's raw text (its syntax already checked) in canonical
+    /// form; refused as `Value` would refuse it, and when it nests deeper
+    /// than serde_json reads inside a page.
     fn read(text: &'a str) -> Result<Schema<'a>, &'static str> {
-        const TOO_DEEP: &str = "recursion limit exceeded";
         if text.starts_with('{')
             && let Some(depth) = canonical_depth(text)
         {
             return if SCHEMA_BASE_DEPTH + depth > MAX_DEPTH {
-                Err(TOO_DEEP)
+                Err("too deep a schema")
             } else {
-                Ok(Schema::Canonical(text))
+                Ok(Schema::Canonical(Cow::Borrowed(text)))
             };
         }
-        let tree: Json<'a> = serde_json::from_str(text).map_err(|_| "unreadable schema")?;
-        if SCHEMA_BASE_DEPTH + tree.depth() > MAX_DEPTH {
-            return Err(TOO_DEEP);
-        }
-        Ok(match tree {
-            Json::Null => Schema::Absent,
-            Json::Object(_) => Schema::Tree(tree),
+        let mut canonical = String::new();
+        canonicalize(text, MAX_DEPTH - SCHEMA_BASE_DEPTH, &mut canonical)
+            .map_err(|_| "unreadable or too deep a schema")?;
+        Ok(match text.as_bytes().first() {
+            Some(b'{') => Schema::Canonical(Cow::Owned(canonical)),
+            Some(b'n') => Schema::Absent,
             _ => Schema::NotAnObject,
         })
-    }
-}
-
-impl Json<'_> {
-    /// How deeply containers nest (a scalar is 0).
-    pub(crate) fn depth(&self) -> usize {
-        match self {
-            Json::Array(items) => 1 + items.iter().map(Json::depth).max().unwrap_or(0),
-            Json::Object(members) => 1 + members.iter().map(|(_, v)| v.depth()).max().unwrap_or(0),
-            _ => 0,
-        }
     }
 }
 
