@@ -74,53 +74,59 @@ struct Cost {
     python_us: f64,
 }
 
-/// "1–2. Core costs, Rust vs the Python port" (commit `79f961e`, one run,
-/// load 1.25), every row with a Python figure.
-const COSTS: [Cost; 9] = [
+/// "1–2. Core costs, Rust vs the Python port" (BENCHMARKS.md's current
+/// figures, issue 21 finished: commit `7b1ae5d`, one run, load 1.3), every
+/// row with a Python figure.
+const COSTS: [Cost; 10] = [
     Cost {
         label: "SSE receive leg, 8 KiB chunks",
-        rust_us: 689.7,
-        python_us: 34_830.0,
+        rust_us: 410.1,
+        python_us: 26_870.0,
     },
     Cost {
         label: "admission + digest, 200 tools",
-        rust_us: 2_220.0,
-        python_us: 16_990.0,
+        rust_us: 943.4,
+        python_us: 5_590.0,
     },
     Cost {
         label: "the same from bytes (192 KiB)",
-        rust_us: 4_240.0,
-        python_us: 20_050.0,
+        rust_us: 552.7,
+        python_us: 6_820.0,
     },
     Cost {
         label: "digest only, 200 tools",
-        rust_us: 2_090.0,
-        python_us: 12_350.0,
+        rust_us: 927.1,
+        python_us: 4_210.0,
     },
     Cost {
         label: "change feed, 1,000 rows",
-        rust_us: 325.2,
-        python_us: 16_680.0,
+        rust_us: 133.2,
+        python_us: 5_510.0,
     },
     Cost {
         label: "the same from bytes (129 KiB)",
-        rust_us: 2_550.0,
-        python_us: 18_820.0,
+        rust_us: 369.3,
+        python_us: 6_520.0,
     },
     Cost {
         label: "framing 64 KiB",
-        rust_us: 7.7,
-        python_us: 8.0,
+        rust_us: 2.7,
+        python_us: 4.1,
+    },
+    Cost {
+        label: "copying 64 KiB (the floor of framing)",
+        rust_us: 1.2,
+        python_us: 1.4,
     },
     Cost {
         label: "JSON-RPC encode, tools/call",
-        rust_us: 0.534,
-        python_us: 10.8,
+        rust_us: 0.240,
+        python_us: 6.8,
     },
     Cost {
         label: "correlate, 64 noisy frames",
-        rust_us: 29.9,
-        python_us: 1_090.0,
+        rust_us: 15.2,
+        python_us: 654.7,
     },
 ];
 
@@ -307,7 +313,7 @@ fn core_costs(path: &Path) -> Result<(), Failure> {
         .label_font(("sans-serif", 13))
         .draw()?;
     foot.draw(&Text::new(
-        "BENCHMARKS.md, \"1–2. Core costs, Rust vs the Python port\": commit 79f961e, one run, load 1.25; thread CPU time, best of 21 batches, same inputs.",
+        "BENCHMARKS.md, current figures (issue 21 finished): commit 7b1ae5d, one run, load 1.3; thread CPU time, best of 21 batches, same inputs.",
         (14, 8),
         ("sans-serif", 12).into_font(),
     ))?;
