@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use crate::canonical::{canonical_depth, canonicalize};
 use crate::error::{Error, ProtocolError};
 use crate::listed::{Json, Key, Material, tool_digest};
+use crate::scalar::Skip;
 use crate::tool::is_blank;
 use crate::trust::TrustPolicy;
 
@@ -214,7 +215,7 @@ impl<'de> Deserialize<'de> for Tools<'de> {
                 Ok(Tools::Entries(entries))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Tools<'de>, A::Error> {
-                SkipVisitor.visit_map(map).map(|_| Tools::NotAnArray)
+                Skip.visit_map(map).map(|_| Tools::NotAnArray)
             }
             fn visit_bool<E>(self, _: bool) -> Result<Tools<'de>, E> {
                 Ok(Tools::NotAnArray)
@@ -269,7 +270,7 @@ impl<'de> Deserialize<'de> for Listed<'de> {
                 })
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Listed<'de>, A::Error> {
-                SkipVisitor.visit_seq(seq).map(|_| Listed::NotAnObject)
+                Skip.visit_seq(seq).map(|_| Listed::NotAnObject)
             }
             fn visit_bool<E>(self, _: bool) -> Result<Listed<'de>, E> {
                 Ok(Listed::NotAnObject)
@@ -291,52 +292,5 @@ impl<'de> Deserialize<'de> for Listed<'de> {
             }
         }
         d.deserialize_any(ListedVisitor)
-    }
-}
-
-/// Any JSON value, read as `Value` reads it (so refused when `Value`
-/// would refuse it) and kept nowhere.
-struct Skip;
-
-impl<'de> Deserialize<'de> for Skip {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(SkipVisitor)
-    }
-}
-
-struct SkipVisitor;
-
-impl<'de> Visitor<'de> for SkipVisitor {
-    type Value = Skip;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
-        while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-        while map.next_key::<Skip>()?.is_some() {
-            map.next_value::<Skip>()?;
-        }
-        Ok(Skip)
     }
 }
