@@ -35,6 +35,11 @@ pub const DEFAULT_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long shutdown waits for open connections before cutting them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long the connections are given to hear that they close before the
+/// broker ends its sessions (see `accept_loop`).
+const CLOSE_BEFORE_END: Duration = Duration::from_millis(20);
+
 /// How long a TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -429,9 +434,15 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    lock(&shared.broker).dispose();
-    // Every connection closes once its response (if any) is done.
+    // Every connection closes once its response (if any) is done: told
+    // first, so that the polls the broker's end wakes below are answered
+    // with `Connection: close`. Told after, a woken poll's answer could
+    // keep its connection open long enough for the client's next poll to
+    // arrive on it and meet a relay with no sessions (410, "gone") instead
+    // of a relay that is not there.
     shared.close_idle.send_modify(|n| *n = n.wrapping_add(1));
+    tokio::time::sleep(CLOSE_BEFORE_END).await;
+    lock(&shared.broker).dispose();
     let drained = async { while conns.join_next().await.is_some() {} };
     if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         tracing::debug!("shutdown grace elapsed; cutting remaining connections");
