@@ -168,6 +168,32 @@ impl<'a> Schema<'a> {
     }
 }
 
+/// The `Visitor` methods of every scalar (`true`, a number, a string,
+/// `null`), each reading as `$value`: the shape the visitor wanted is not
+/// there.
+macro_rules! scalars_read_as {
+    ($value:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
 impl<'de> Deserialize<'de> for Page<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct PageVisitor;
@@ -217,24 +243,7 @@ impl<'de> Deserialize<'de> for Tools<'de> {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Tools<'de>, A::Error> {
                 Skip.visit_map(map).map(|_| Tools::NotAnArray)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Tools<'de>, E> {
-                Ok(Tools::NotAnArray)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Tools<'de>, E> {
-                Ok(Tools::NotAnArray)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Tools<'de>, E> {
-                Ok(Tools::NotAnArray)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Tools<'de>, E> {
-                Ok(Tools::NotAnArray)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Tools<'de>, E> {
-                Ok(Tools::NotAnArray)
-            }
-            fn visit_unit<E>(self) -> Result<Tools<'de>, E> {
-                Ok(Tools::NotAnArray)
-            }
+            scalars_read_as!(Tools::NotAnArray);
         }
         d.deserialize_any(ToolsVisitor)
     }
@@ -272,24 +281,7 @@ impl<'de> Deserialize<'de> for Listed<'de> {
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Listed<'de>, A::Error> {
                 Skip.visit_seq(seq).map(|_| Listed::NotAnObject)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Listed<'de>, E> {
-                Ok(Listed::NotAnObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Listed<'de>, E> {
-                Ok(Listed::NotAnObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Listed<'de>, E> {
-                Ok(Listed::NotAnObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Listed<'de>, E> {
-                Ok(Listed::NotAnObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Listed<'de>, E> {
-                Ok(Listed::NotAnObject)
-            }
-            fn visit_unit<E>(self) -> Result<Listed<'de>, E> {
-                Ok(Listed::NotAnObject)
-            }
+            scalars_read_as!(Listed::NotAnObject);
         }
         d.deserialize_any(ListedVisitor)
     }
