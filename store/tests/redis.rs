@@ -143,6 +143,9 @@ fn key1() -> Keyring {
 
 #[test]
 fn put_is_compare_and_set_with_a_sliding_ttl() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let store =
         RedisAttachmentStore::open(scope.config(key1()).ttl(Duration::from_secs(60))).unwrap();
@@ -195,6 +198,9 @@ fn put_is_compare_and_set_with_a_sliding_ttl() {
 
 #[test]
 fn the_token_is_not_readable_in_redis() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let store = scope.store(key1());
     let token = secret_token();
@@ -225,6 +231,9 @@ fn the_token_is_not_readable_in_redis() {
 
 #[test]
 fn a_record_that_cannot_be_opened_is_an_error_never_a_miss() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let store = scope.store(key1());
     let token = secret_token();
@@ -296,6 +305,9 @@ fn a_record_that_cannot_be_opened_is_an_error_never_a_miss() {
 
 #[test]
 fn rotation_reads_old_records_and_reseals_on_write() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let old_ring = key1();
     let old = scope.store(old_ring.clone());
@@ -319,6 +331,9 @@ fn rotation_reads_old_records_and_reseals_on_write() {
 
 #[test]
 fn deterministic_nonces_can_be_injected() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let seeded = |seed| {
         RedisAttachmentStore::open(scope.config(key1()).nonce_source(SeededEntropy::new(seed)))
@@ -339,6 +354,9 @@ fn deterministic_nonces_can_be_injected() {
 
 #[test]
 fn lock_is_mutual_exclusion_released_by_compare_and_delete() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let store = scope.store(key1());
     let g = store
@@ -373,6 +391,9 @@ fn lock_is_mutual_exclusion_released_by_compare_and_delete() {
 
 #[test]
 fn a_holder_that_locks_again_at_once_does_not_starve_a_waiter() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let (busy, patient) = (scope.store(key1()), scope.store(key1()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -419,6 +440,9 @@ fn a_holder_that_locks_again_at_once_does_not_starve_a_waiter() {
 
 #[test]
 fn a_holder_whose_lease_expired_cannot_write() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let mut scope = Scope::new();
     let worker_one = scope.store(key1());
     let worker_two = scope.store(key1());
@@ -469,6 +493,9 @@ fn a_holder_whose_lease_expired_cannot_write() {
 
 #[test]
 fn a_crashed_holders_lock_frees_after_its_lease() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let scope = Scope::new();
     let store = scope.store(key1());
     let lease = Duration::from_millis(400);
@@ -487,6 +514,9 @@ fn a_crashed_holders_lock_frees_after_its_lease() {
 
 #[test]
 fn reserved_ids_and_an_unreachable_server() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let scope = Scope::new();
     let store = scope.store(key1());
     let inv = SurfaceInvitation::new(
@@ -524,6 +554,9 @@ fn reserved_ids_and_an_unreachable_server() {
 
 #[test]
 fn eight_threads_lose_no_update() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let scope = Scope::new();
     let r = record(&secret_token());
     scope.store(key1()).put(&r, None).unwrap();
@@ -570,6 +603,9 @@ mod tokio_flavour {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn async_store_on_tokio() {
+        if !common::available(common::Kind::Plain) {
+            return;
+        }
         let scope = Scope::new();
         let store = AsyncRedisAttachmentStore::connect(scope.config(key1()))
             .await
@@ -630,6 +666,9 @@ mod tokio_flavour {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn eight_tasks_lose_no_update() {
+        if !common::available(common::Kind::Plain) {
+            return;
+        }
         let scope = Scope::new();
         let r = record(&secret_token());
         scope.store(key1()).put(&r, None).unwrap();
@@ -675,6 +714,9 @@ mod smol_flavour {
 
     #[test]
     fn async_store_on_async_io() {
+        if !common::available(common::Kind::Plain) {
+            return;
+        }
         let scope = Scope::new();
         async_io::block_on(async {
             let store = AsyncRedisAttachmentStore::connect(scope.config(key1()))

@@ -77,6 +77,9 @@ fn scope(name: &str) -> (String, Cleanup) {
 
 #[test]
 fn one_attachments_keys_share_a_slot_and_attachments_spread() {
+    if !common::available(common::Kind::Cluster) {
+        return;
+    }
     let (prefix, mut cleanup) = scope("slots");
     let store =
         RedisAttachmentStore::open(Target::cluster().config(keyring()).prefix(&prefix)).unwrap();
@@ -164,6 +167,9 @@ fn migrate(slot: u16, from: &Node, to: &Node, first: &[String], during: impl FnO
 
 #[test]
 fn a_slot_migrated_under_the_store_asks_then_moves() {
+    if !common::available(common::Kind::Cluster) {
+        return;
+    }
     let (prefix, mut cleanup) = scope("migrate");
     let blocking =
         RedisAttachmentStore::open(Target::cluster().config(keyring()).prefix(&prefix)).unwrap();
@@ -248,6 +254,9 @@ fn a_slot_migrated_under_the_store_asks_then_moves() {
 
 #[test]
 fn records_moved_from_a_single_servers_plain_layout_open_unchanged() {
+    if !common::available(common::Kind::Cluster) {
+        return;
+    }
     // The old deployment: the plain server of .ci/redis, plain layout.
     let single = match Target::generic() {
         Target::Single(url) if url.starts_with("redis://") => url,

@@ -61,6 +61,9 @@ fn kind(e: &Error) -> StoreErrorKind {
 
 #[test]
 fn the_test_ca_and_a_client_certificate_connect() {
+    if !common::available(common::Kind::Tls) {
+        return;
+    }
     let store = RedisAttachmentStore::open(
         full(tls_url()).prefix(format!("human-plus-tls:{}:", std::process::id())),
     )
@@ -86,6 +89,9 @@ fn the_test_ca_and_a_client_certificate_connect() {
 
 #[test]
 fn every_certificate_failure_is_a_typed_tls_error() {
+    if !common::available(common::Kind::Tls) {
+        return;
+    }
     let (cert, key) = Target::client_cert();
     let cases: Vec<(&str, RedisConfig, &str)> = vec![
         (
@@ -122,6 +128,9 @@ fn every_certificate_failure_is_a_typed_tls_error() {
 
 #[test]
 fn tls_to_a_plain_server_fails_and_plain_is_never_tried() {
+    if !common::available(common::Kind::Tls) || !common::available(common::Kind::Plain) {
+        return;
+    }
     // The plain server of .ci/redis, spoken to with rediss://.
     let plain = match Target::generic() {
         Target::Single(url) if url.starts_with("redis://") => url,
@@ -155,6 +164,9 @@ fn tls_to_a_plain_server_fails_and_plain_is_never_tried() {
 #[cfg(feature = "redis-tokio")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_async_flavour_on_tokio_checks_certificates_too() {
+    if !common::available(common::Kind::Tls) {
+        return;
+    }
     use human_plus_store::{AsyncAttachmentStore, AsyncRedisAttachmentStore};
     let store = AsyncRedisAttachmentStore::connect(full(tls_url()).prefix("human-plus-tls-tokio:"))
         .await
@@ -169,6 +181,9 @@ async fn the_async_flavour_on_tokio_checks_certificates_too() {
 #[cfg(feature = "redis-smol")]
 #[test]
 fn the_async_flavour_on_async_io_checks_certificates_too() {
+    if !common::available(common::Kind::Tls) {
+        return;
+    }
     use human_plus_store::{AsyncAttachmentStore, AsyncRedisAttachmentStore};
     async_io::block_on(async {
         let store =

@@ -8,14 +8,17 @@
 //! cargo test -p human-plus-conformance --features redis --test redis_store
 //! ```
 //!
-//! The Redis is read from `HUMAN_PLUS_REDIS_URL` (default
-//! `redis://127.0.0.1:6379/`): one server, a `rediss://` one (with the test
-//! CA and client certificate of `HUMAN_PLUS_REDIS_CA`,
-//! `HUMAN_PLUS_REDIS_CLIENT_CERT` and `HUMAN_PLUS_REDIS_CLIENT_KEY`), or a
-//! cluster's nodes, comma-separated; `.ci/redis` starts all three, and CI
-//! runs the mixed-runtime race against each. A test that cannot reach it
-//! FAILS; none passes by skipping. The heavy runs are serialised (one at a
-//! time) so the Redis command counts they print are their own.
+//! The Redis is read from `HUMAN_PLUS_REDIS_URL`: one server, a
+//! `rediss://` one (with the test CA and client certificate of
+//! `HUMAN_PLUS_REDIS_CA`, `HUMAN_PLUS_REDIS_CLIENT_CERT` and
+//! `HUMAN_PLUS_REDIS_CLIENT_KEY`), or a cluster's nodes, comma-separated;
+//! `.ci/redis` starts all three, and CI runs the mixed-runtime race against
+//! each. Unset, the test process starts its own `redis-server` on a free
+//! loopback port (and a cluster for the failover test); without
+//! `redis-server` a test is skipped with a message, and fails instead under
+//! `HUMAN_PLUS_REQUIRE_REDIS=1` or `CI=true` (the store's
+//! `tests/common`). The heavy runs are serialised (one at a time) so the
+//! Redis command counts they print are their own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -527,6 +530,9 @@ fn threads(label: &str, kinds: &[Kind]) {
 
 #[test]
 fn eight_blocking_threads_x200_pinned_writes() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     threads("blocking x8", &[Kind::Blocking; WORKERS]);
 }
 
@@ -535,17 +541,26 @@ fn eight_blocking_threads_x200_pinned_writes() {
 #[test]
 #[ignore = "per-runtime numbers; the mixed-runtime run covers tokio in CI"]
 fn eight_tokio_workers_x200_pinned_writes() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     threads("tokio x8", &[Kind::Tokio; WORKERS]);
 }
 
 #[test]
 #[ignore = "per-runtime numbers; the mixed-runtime run covers async-std in CI"]
 fn eight_async_std_workers_x200_pinned_writes() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     threads("async-std x8", &[Kind::AsyncStd; WORKERS]);
 }
 
 #[test]
 fn eight_workers_of_mixed_runtimes_x200_pinned_writes() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     use Kind::{AsyncStd, Blocking, Tokio};
     threads(
         "mixed x8",
@@ -584,6 +599,7 @@ fn spawn_worker(spec: &str) -> std::process::Child {
             "--test-threads=1",
         ])
         .env(WORKER_ENV, spec)
+        .envs(common::child_env())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -665,6 +681,9 @@ fn parse_report(line: &str) -> Report {
 
 #[test]
 fn two_blocking_processes_x200_pinned_writes() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let _serial = serial();
     let env = Env::start();
     let keys = Keys::new();
@@ -744,6 +763,9 @@ fn two_blocking_processes_x200_pinned_writes() {
 
 #[test]
 fn a_killed_processs_lock_frees_after_its_lease() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let keys = Keys::new();
     let key_hex = random_hex(32);
     let store = RedisAttachmentStore::open(config(&keys.prefix, &key_hex)).unwrap();
@@ -801,6 +823,9 @@ fn a_killed_processs_lock_frees_after_its_lease() {
 
 #[test]
 fn the_stored_attachment_never_shows_the_relay_token() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
     let env = Env::start();
     let keys = Keys::new();
     let key_hex = random_hex(32);
@@ -936,6 +961,9 @@ struct FailoverReport {
 
 #[test]
 fn a_primary_stopped_during_pinned_writes_fails_over_with_nothing_lost_or_applied_twice() {
+    if !common::available(common::Kind::Cluster) {
+        return;
+    }
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     let _serial = serial();

@@ -1,9 +1,7 @@
-//! The Redis the store tests run against, read from the environment
-//! (`.ci/redis` starts all three kinds and prints these variables):
+//! The Redis the store tests run against:
 //!
-//! * `HUMAN_PLUS_REDIS_URL`: the server the generic tests use (default
-//!   `redis://127.0.0.1:6379/`): a `redis://` or `rediss://` URL, or a
-//!   cluster's nodes, comma-separated;
+//! * `HUMAN_PLUS_REDIS_URL`: the server the generic tests use: a
+//!   `redis://` or `rediss://` URL, or a cluster's nodes, comma-separated;
 //! * `HUMAN_PLUS_REDIS_CA`, `HUMAN_PLUS_REDIS_CLIENT_CERT`,
 //!   `HUMAN_PLUS_REDIS_CLIENT_KEY`: the test CA and a client certificate,
 //!   used for every `rediss://` URL;
@@ -11,13 +9,21 @@
 //!   server and the cluster, for the tests of TLS and of the cluster
 //!   themselves.
 //!
-//! A test that cannot reach its Redis FAILS: none passes by skipping.
+//! `.ci/redis` starts all three kinds and prints these variables. A kind
+//! whose variable is not set is started by the test process itself, on
+//! free loopback ports (`servers`): nothing else on the machine (a Redis a
+//! developer keeps on 6379, say) is ever touched. Without `redis-server`
+//! a test is skipped with a message, and fails instead under
+//! `HUMAN_PLUS_REQUIRE_REDIS=1` or `CI=true`: none passes silently.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod servers;
 
 use std::time::Duration;
 
 use human_plus_store::{Keyring, RedisConfig};
+pub use servers::Kind;
 
 /// Where a test's Redis is.
 #[derive(Debug, Clone)]
@@ -28,10 +34,71 @@ pub enum Target {
     Cluster(Vec<String>),
 }
 
-fn var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run .ci/redis and export what it prints (eval \"$(.ci/redis)\")")
+/// The variable naming `kind`'s Redis.
+fn variable(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Plain => "HUMAN_PLUS_REDIS_URL",
+        Kind::Tls => "HUMAN_PLUS_REDIS_TLS_URL",
+        Kind::Cluster => "HUMAN_PLUS_REDIS_CLUSTER_URL",
+    }
+}
+
+fn set(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Whether the test running now can have a Redis of `kind` (its variable
+/// is set, or this process started one); when not, the test is skipped
+/// with a message (a failure when a Redis is required), and the caller
+/// returns.
+#[must_use]
+pub fn available(kind: Kind) -> bool {
+    if set(variable(kind)).is_some() {
+        return true;
+    }
+    match servers::started(kind) {
+        Ok(_) => true,
+        Err(why) => {
+            let thread = std::thread::current();
+            servers::skip(thread.name().unwrap_or("this test"), kind, &why);
+            false
+        }
+    }
+}
+
+/// `kind`'s Redis: its variable, else the servers this process started.
+fn named(kind: Kind) -> String {
+    set(variable(kind)).unwrap_or_else(|| match servers::started(kind) {
+        Ok(started) => started.urls.join(","),
+        Err(why) => panic!(
+            "{} is not set and no Redis could be started: {why}",
+            variable(kind)
+        ),
     })
+}
+
+/// The TLS material: the variables', else the TLS server's this process
+/// started.
+fn tls_file(var: &str, pick: fn(&servers::TlsFiles) -> &std::path::Path) -> Vec<u8> {
+    let path = set(var).map_or_else(
+        || match servers::started(Kind::Tls) {
+            Ok(servers::Started {
+                tls: Some(files), ..
+            }) => pick(files).to_path_buf(),
+            Ok(_) => unreachable!("a TLS server has its files"),
+            Err(why) => panic!("{var} is not set and no TLS Redis could be started: {why}"),
+        },
+        std::path::PathBuf::from,
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What a child process of a test must be told to use the same generic
+/// Redis (a server this process started is in no environment; the TLS
+/// variables, when set, are inherited).
+#[must_use]
+pub fn child_env() -> Vec<(&'static str, String)> {
+    vec![("HUMAN_PLUS_REDIS_URL", named(Kind::Plain))]
 }
 
 impl Target {
@@ -44,22 +111,20 @@ impl Target {
         }
     }
 
-    /// The generic tests' Redis: `HUMAN_PLUS_REDIS_URL`.
+    /// The generic tests' Redis: `HUMAN_PLUS_REDIS_URL`, else a plain
+    /// server this process started.
     pub fn generic() -> Target {
-        Target::parse(
-            &std::env::var("HUMAN_PLUS_REDIS_URL")
-                .unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned()),
-        )
+        Target::parse(&named(Kind::Plain))
     }
 
     /// The TLS server.
     pub fn tls() -> Target {
-        Target::parse(&var("HUMAN_PLUS_REDIS_TLS_URL"))
+        Target::parse(&named(Kind::Tls))
     }
 
     /// The cluster.
     pub fn cluster() -> Target {
-        let t = Target::parse(&var("HUMAN_PLUS_REDIS_CLUSTER_URL"));
+        let t = Target::parse(&named(Kind::Cluster));
         assert!(
             matches!(t, Target::Cluster(_)),
             "HUMAN_PLUS_REDIS_CLUSTER_URL names one server"
@@ -84,14 +149,14 @@ impl Target {
 
     /// The test CA, PEM.
     pub fn ca() -> Vec<u8> {
-        std::fs::read(var("HUMAN_PLUS_REDIS_CA")).unwrap()
+        tls_file("HUMAN_PLUS_REDIS_CA", |f| &f.ca)
     }
 
     /// The client certificate and key, PEM.
     pub fn client_cert() -> (Vec<u8>, Vec<u8>) {
         (
-            std::fs::read(var("HUMAN_PLUS_REDIS_CLIENT_CERT")).unwrap(),
-            std::fs::read(var("HUMAN_PLUS_REDIS_CLIENT_KEY")).unwrap(),
+            tls_file("HUMAN_PLUS_REDIS_CLIENT_CERT", |f| &f.client_cert),
+            tls_file("HUMAN_PLUS_REDIS_CLIENT_KEY", |f| &f.client_key),
         )
     }
 
@@ -114,9 +179,7 @@ impl Target {
 
     /// A raw connection, for looking at what the store wrote.
     pub fn raw(&self) -> Raw {
-        let fail = |e: redis::RedisError| -> ! {
-            panic!("Redis is required at {self:?} (run .ci/redis): {e}")
-        };
+        let fail = |e: redis::RedisError| -> ! { panic!("Redis does not answer at {self:?}: {e}") };
         match self {
             Target::Single(u) => {
                 let client = if self.is_tls() {
