@@ -512,6 +512,11 @@ async fn report(
         if relay != shared.config.relay {
             return plain(StatusCode::BAD_REQUEST, "another relay\n");
         }
+        // The page says back the surface id it was given: any other is
+        // words the demo would print and frame, so it is refused.
+        if surface_id != shared.config.surface_id {
+            return plain(StatusCode::BAD_REQUEST, "another surface\n");
+        }
         // The first page to go live is the one the demo plays against.
         let invitation = PageInvitation {
             relay,
