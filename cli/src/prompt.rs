@@ -60,7 +60,7 @@ impl std::fmt::Debug for Hidden {
 /// The terminal's or standard input's I/O error, or a line that is not
 /// UTF-8.
 pub fn read_hidden(prompt: &str, max: usize) -> std::io::Result<Hidden> {
-    imp::read_hidden(prompt, max)
+    read_quietly(prompt, max)
 }
 
 /// Turns the bytes of the keys pressed into the line, one byte at a time.
@@ -155,100 +155,95 @@ fn say(text: &str) {
     let _ = err.flush();
 }
 
+/// Puts the terminal's settings back when dropped: on every way out of
+/// the read, unwinding included.
 #[cfg(unix)]
-mod imp {
+struct Restore<'a> {
+    fd: std::os::fd::BorrowedFd<'a>,
+    saved: rustix::termios::Termios,
+}
+
+#[cfg(unix)]
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        let _ =
+            rustix::termios::tcsetattr(self.fd, rustix::termios::OptionalActions::Now, &self.saved);
+    }
+}
+
+#[cfg(unix)]
+fn read_quietly(prompt: &str, max: usize) -> std::io::Result<Hidden> {
+    use rustix::termios::{LocalModes, OptionalActions, SpecialCodeIndex};
+    use std::os::fd::AsFd as _;
+
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd();
+    let saved = rustix::termios::tcgetattr(fd)?;
+    let mut quiet = saved.clone();
+    quiet.local_modes.remove(
+        LocalModes::ECHO
+            | LocalModes::ECHOE
+            | LocalModes::ECHOK
+            | LocalModes::ECHONL
+            | LocalModes::ICANON
+            | LocalModes::ISIG
+            | LocalModes::IEXTEN,
+    );
+    quiet.special_codes[SpecialCodeIndex::VMIN] = 1;
+    quiet.special_codes[SpecialCodeIndex::VTIME] = 0;
+    let restore = Restore { fd, saved };
+    rustix::termios::tcsetattr(fd, OptionalActions::Now, &quiet)?;
+    // Only now is the prompt shown: whatever is typed after it is not
+    // echoed.
+    say(prompt);
+    let outcome = read_keys(&stdin, max);
+    drop(restore);
+    say("\n");
+    outcome
+}
+
+/// Reads the keys through the standard input's own buffer, so that
+/// whatever arrived after the line (typed ahead) is read by the next
+/// question.
+#[cfg(unix)]
+fn read_keys(stdin: &std::io::Stdin, max: usize) -> std::io::Result<Hidden> {
     use std::io::Read as _;
-    use std::os::fd::{AsFd as _, BorrowedFd};
 
-    use rustix::termios::{self, LocalModes, OptionalActions, SpecialCodeIndex, Termios};
-
-    use super::{Editor, Hidden, Step, say};
-
-    /// Puts the terminal's settings back when dropped: on every way out of
-    /// the read, unwinding included.
-    struct Restore<'a> {
-        fd: BorrowedFd<'a>,
-        saved: Termios,
-    }
-
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = termios::tcsetattr(self.fd, OptionalActions::Now, &self.saved);
-        }
-    }
-
-    pub(super) fn read_hidden(prompt: &str, max: usize) -> std::io::Result<Hidden> {
-        let stdin = std::io::stdin();
-        let fd = stdin.as_fd();
-        let saved = termios::tcgetattr(fd)?;
-        let mut quiet = saved.clone();
-        quiet.local_modes.remove(
-            LocalModes::ECHO
-                | LocalModes::ECHOE
-                | LocalModes::ECHOK
-                | LocalModes::ECHONL
-                | LocalModes::ICANON
-                | LocalModes::ISIG
-                | LocalModes::IEXTEN,
-        );
-        quiet.special_codes[SpecialCodeIndex::VMIN] = 1;
-        quiet.special_codes[SpecialCodeIndex::VTIME] = 0;
-        let restore = Restore { fd, saved };
-        termios::tcsetattr(fd, OptionalActions::Now, &quiet)?;
-        // Only now is the prompt shown: whatever is typed after it is not
-        // echoed.
-        say(prompt);
-        let outcome = read(&stdin, max);
-        drop(restore);
-        say("\n");
-        outcome
-    }
-
-    /// Reads the keys through the standard input's own buffer, so that
-    /// whatever arrived after the line (typed ahead) is read by the next
-    /// question.
-    fn read(stdin: &std::io::Stdin, max: usize) -> std::io::Result<Hidden> {
-        let mut input = stdin.lock();
-        let mut editor = Editor::default();
-        let mut byte = [0u8; 1];
-        loop {
-            let step = match input.read(&mut byte) {
-                Ok(0) if editor.line.is_empty() => Step::End,
-                Ok(0) => Step::Done,
-                Ok(_) => editor.push(byte[0], max),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Step::More,
-                Err(e) => return Err(e),
-            };
-            match step {
-                Step::More => {}
-                Step::Done => return editor.finish().map(Hidden::Line),
-                Step::Interrupted => return Ok(Hidden::Interrupted),
-                Step::End => return Ok(Hidden::End),
-            }
+    let mut input = stdin.lock();
+    let mut editor = Editor::default();
+    let mut byte = [0u8; 1];
+    loop {
+        let step = match input.read(&mut byte) {
+            Ok(0) if editor.line.is_empty() => Step::End,
+            Ok(0) => Step::Done,
+            Ok(_) => editor.push(byte[0], max),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Step::More,
+            Err(e) => return Err(e),
+        };
+        match step {
+            Step::More => {}
+            Step::Done => return editor.finish().map(Hidden::Line),
+            Step::Interrupted => return Ok(Hidden::Interrupted),
+            Step::End => return Ok(Hidden::End),
         }
     }
 }
 
+/// Without termios the line is read as the terminal delivers it (echoed).
 #[cfg(not(unix))]
-mod imp {
+fn read_quietly(prompt: &str, max: usize) -> std::io::Result<Hidden> {
     use std::io::{BufRead as _, Read as _};
 
-    use super::{Hidden, say};
-
-    /// Without termios the line is read as the terminal delivers it
-    /// (echoed).
-    pub(super) fn read_hidden(prompt: &str, max: usize) -> std::io::Result<Hidden> {
-        say(prompt);
-        let mut line = String::new();
-        let n = std::io::stdin()
-            .lock()
-            .take(u64::try_from(max).unwrap_or(u64::MAX))
-            .read_line(&mut line)?;
-        if n == 0 {
-            return Ok(Hidden::End);
-        }
-        Ok(Hidden::Line(line.trim_end_matches(['\r', '\n']).to_owned()))
+    say(prompt);
+    let mut line = String::new();
+    let n = std::io::stdin()
+        .lock()
+        .take(u64::try_from(max).unwrap_or(u64::MAX))
+        .read_line(&mut line)?;
+    if n == 0 {
+        return Ok(Hidden::End);
     }
+    Ok(Hidden::Line(line.trim_end_matches(['\r', '\n']).to_owned()))
 }
 
 #[cfg(test)]
