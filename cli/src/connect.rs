@@ -469,6 +469,23 @@ pub fn parse_link(
     InvitationLink::parse(text, &options).map_err(|e| Failure::from_error(&e, &Context::default()))
 }
 
+/// Refuses a `--surface` that is not a plain identifier
+/// ([`human_plus_core::is_plain_identifier`]): the surface id is written in
+/// every frame's header, Human+'s sentences and its logs, where only a
+/// plain identifier may go. The message does not repeat it.
+///
+/// # Errors
+/// A usage failure (exit 2) for such a value.
+pub fn check_surface_flag(surface: Option<&str>) -> Result<(), Failure> {
+    match surface {
+        Some(s) if !human_plus_core::is_plain_identifier(s) => Err(Failure::usage(
+            "--surface must be a plain identifier: 1 to 64 bytes of letters, digits and . _ : / + = # @ -",
+        )
+        .with_hint("e.g. --surface sheet:budget")),
+        _ => Ok(()),
+    }
+}
+
 /// Reads flags, a link (`--invitation-file` or `HUMAN_PLUS_INVITATION`) and
 /// a profile (`--profile`) into one invitation, trust and egress. Flags
 /// override a profile's trust, pins and egress; the relay and session come
@@ -483,6 +500,7 @@ pub fn resolve(
     fallback_trust: Option<TrustPolicy>,
 ) -> Result<Resolved, Failure> {
     refuse_link_flags(&args.link, None)?;
+    check_surface_flag(args.surface.as_deref())?;
     if args.profile.is_some() && args.link.invitation_file.is_some() {
         return Err(
             Failure::usage("--profile and --invitation-file both name an invitation")

@@ -41,6 +41,9 @@ pub const DELIVERY_UNKNOWN: u8 = 11;
 /// The egress proxy answered 407: it wants credentials, or refused the
 /// ones given (`proxy_auth_required`).
 pub const PROXY_AUTH: u8 = 12;
+/// The person pressed Ctrl-C at `join`'s prompt (128 + SIGINT, as a shell
+/// reports a command that Ctrl-C ended).
+pub const INTERRUPTED: u8 = 130;
 
 /// The exit-code table, as `human-plus --help` prints it.
 pub const EXIT_CODES_HELP: &str = "\
@@ -58,6 +61,7 @@ Exit codes:
   10  the tool reported an error (tool_error, surface_error)
   11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
   12  the egress proxy wants credentials, or refused them: HTTP 407 (proxy_auth_required)
+ 130  interrupted: Ctrl-C at join's prompt; nothing was sent (interrupted)
 
 The relay token comes only from HUMAN_PLUS_TOKEN, --token-file, a link (HUMAN_PLUS_INVITATION,
 --invitation-file, or join's standard input) or a profile (--profile); an egress proxy's
@@ -93,6 +97,18 @@ impl Failure {
         Failure {
             exit: USAGE,
             code: "usage".to_owned(),
+            message: redact_text(&message.into()),
+            hint: None,
+            detail: None,
+        }
+    }
+
+    /// An interruption by the person (exit 130, code `interrupted`).
+    #[must_use]
+    pub fn interrupted(message: impl Into<String>) -> Self {
+        Failure {
+            exit: INTERRUPTED,
+            code: "interrupted".to_owned(),
             message: redact_text(&message.into()),
             hint: None,
             detail: None,

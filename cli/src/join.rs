@@ -3,7 +3,10 @@
 //!
 //! 1. The link is read from `--invitation-file`, `HUMAN_PLUS_INVITATION` or
 //!    standard input (never a flag value) and parsed by the core, with the
-//!    invitation's strictness.
+//!    invitation's strictness. Pasted at a terminal, it is read without
+//!    echo, as a password is ([`crate::prompt`]), and its parts are shown
+//!    instead; a surface id or application the link carries is used only
+//!    when it is a plain identifier, and join says when it is not.
 //! 2. It shows the relay's host and port, the session and the egress the
 //!    relay needs. Egress is never implied by the link: the host and port
 //!    must be declared (`--allow-host`, `--allow-port`), or accepted by the
@@ -24,10 +27,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead as _, IsTerminal as _, Read as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use human_plus_core::{EgressPolicy, InvitationLink, McpClient, NO_PINS, Participant, TrustPolicy};
+use human_plus_core::{
+    EgressPolicy, InvitationLink, McpClient, NO_PINS, Participant, TrustPolicy, surface_label,
+};
 use serde_json::Value;
 
 use crate::args::JoinArgs;
@@ -103,19 +108,25 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     let (text, from_stdin) = match read_link_text(&args.link, true)? {
         Some(text) => (text, false),
         None if stdin_is_terminal && std::io::stderr().is_terminal() => {
-            // A person at a terminal pastes the link: it shows on their
-            // screen as it would in a browser's address bar, never in the
-            // process list.
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "Paste the link the page shared, then press Enter: ");
-            let _ = err.flush();
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .take(u64::try_from(human_plus_core::MAX_LINK_BYTES * 2).unwrap_or(u64::MAX))
-                .read_line(&mut line)
-                .map_err(|e| Failure::usage(format!("cannot read the link: {e}")))?;
-            (line, false)
+            // A person at a terminal pastes the link: read as a password
+            // is, never echoed (it holds the token), never in the process
+            // list; its parts are shown below instead.
+            let read = crate::prompt::read_hidden(
+                "Paste the link the page shared, then press Enter (it is not shown): ",
+                human_plus_core::MAX_LINK_BYTES * 2,
+            )
+            .map_err(|e| Failure::usage(format!("cannot read the link: {e}")))?;
+            match read {
+                crate::prompt::Hidden::Line(line) => (line, false),
+                crate::prompt::Hidden::Interrupted => {
+                    return Err(Failure::interrupted(
+                        "interrupted at the prompt: nothing was read, sent or saved",
+                    ));
+                }
+                crate::prompt::Hidden::End => {
+                    return Err(Failure::usage("no link was pasted; nothing was sent"));
+                }
+            }
         }
         None if stdin_is_terminal => {
             return Err(Failure::usage("no link").with_hint(format!(
@@ -139,9 +150,12 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
         .name
         .clone()
         .unwrap_or_else(|| link.session_id().to_owned());
-    // Checked before any byte leaves: the name, and a client file that
-    // could not take the entry.
+    // Checked before any byte leaves: the name, a profile directory others
+    // can change, the surface id the operator names, and a client file
+    // that could not take the entry.
     let dir = profile::profile_dir(&name)?;
+    profile::check_existing_dir(&dir)?;
+    crate::connect::check_surface_flag(args.surface.as_deref())?;
     let write_config = match &args.write_config {
         Some(client) => {
             let client = McpClient::parse(client).ok_or_else(|| {
@@ -334,7 +348,9 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
 }
 
 /// What join shows of a link read from `source`: relay host and port,
-/// relay base, session, surface and the egress it needs. Never the token.
+/// relay base, session, surface and the egress it needs, and what the link
+/// carried that is not used ([`InvitationLink::notes`]). Never the token,
+/// and the surface id only as [`surface_label`] writes it.
 #[must_use]
 pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> String {
     let surface = surface
@@ -345,7 +361,7 @@ pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> S
     let _ = writeln!(out, "Invitation ({} link, from {source}):", link.form());
     let _ = writeln!(out, "  relay:   {}", printable(link.relay_url()));
     let _ = writeln!(out, "  session: {}", printable(link.session_id()));
-    let _ = writeln!(out, "  surface: {}", printable(&surface));
+    let _ = writeln!(out, "  surface: {}", surface_label(&surface));
     let _ = writeln!(
         out,
         "  needs:   {}://{} port {}{}",
@@ -362,6 +378,9 @@ pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> S
             ""
         }
     );
+    for note in link.notes() {
+        let _ = writeln!(out, "  note:    {note}");
+    }
     out
 }
 

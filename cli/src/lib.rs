@@ -33,6 +33,7 @@ pub mod mcp;
 mod pins;
 pub mod probe;
 pub mod profile;
+pub mod prompt;
 mod random;
 mod rt;
 pub mod serve;
@@ -91,7 +92,7 @@ fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
     let connection = connect::connect_bridge(&args.connect, !args.no_warm)?;
     eprintln!(
         "human-plus mcp: attached to surface {} ({} runtime, {} transport); serving MCP on stdio",
-        exit::printable(connection.attachment.invitation().surface_id()),
+        human_plus_core::surface_label(connection.attachment.invitation().surface_id()),
         args.connect.transport.runtime.as_str(),
         args.connect.transport.transport.as_str()
     );

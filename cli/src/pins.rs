@@ -46,9 +46,18 @@ fn check_digest(name: &str, digest: &str) -> Result<(), Failure> {
 pub fn read_pins(path: &Path) -> Result<BTreeMap<String, String>, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::usage(format!("cannot read --pins {}: {e}", path.display())))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::usage(format!("--pins {}: invalid JSON: {e}", path.display())))?;
-    pins_from_json(&value).map_err(|m| Failure::usage(format!("--pins {}: {m}", path.display())))
+    pins_from_text(&text, path)
+}
+
+/// The pins in `text`, read from the file at `path` (named in the
+/// failure), in one of [`read_pins`]'s shapes.
+///
+/// # Errors
+/// A usage failure when it is not JSON or has another shape.
+pub fn pins_from_text(text: &str, path: &Path) -> Result<BTreeMap<String, String>, Failure> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Failure::usage(format!("pins {}: invalid JSON: {e}", path.display())))?;
+    pins_from_json(&value).map_err(|m| Failure::usage(format!("pins {}: {m}", path.display())))
 }
 
 /// The pins in a JSON value of one of [`read_pins`]'s shapes.

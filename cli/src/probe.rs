@@ -129,12 +129,22 @@ pub fn probe(c: &Connection, read: Option<(&str, Value)>) -> Result<ProbeReport,
     let feed = observe_feed(c, &discovery, &mut calls);
     let conflict = observe_conflict(c, read, &mut calls);
     Ok(ProbeReport {
-        surface: c.attachment.invitation().surface_id().to_owned(),
+        surface: human_plus_core::surface_label(c.attachment.invitation().surface_id()).to_owned(),
         discovery,
         feed,
         conflict,
         calls,
     })
+}
+
+/// A revision marker as the probe's sentences quote it: only when it is a
+/// plain identifier (the surface's word, in Human+'s sentence).
+fn shown_revision(revision: Option<&str>) -> String {
+    match revision {
+        Some(r) if human_plus_core::is_plain_identifier(r) => r.to_owned(),
+        Some(_) => "a marker that is not a plain identifier, not shown".to_owned(),
+        None => String::new(),
+    }
 }
 
 fn state_of<T>(
@@ -287,7 +297,7 @@ fn observe_conflict(
                 "minted, enforcement not observed".into(),
                 format!(
                     "The change feed's answer carried a revision ({}), so calls are pinned. Whether the surface refuses a stale pin was not tested: pass --read TOOL (a read-only tool) to test it.",
-                    f.revision.as_deref().map(printable).unwrap_or_default()
+                    shown_revision(f.revision.as_deref())
                 ),
             ),
             _ => (
@@ -323,7 +333,7 @@ fn observe_conflict(
         );
         return f;
     }
-    let rev = f.revision.as_deref().map(printable).unwrap_or_default();
+    let rev = shown_revision(f.revision.as_deref());
     let mut nonce = [0u8; 6];
     human_plus_core::Entropy::fill_bytes(&mut OsEntropy, &mut nonce);
     let stale = format!("human-plus-probe-stale-{}", hex(&nonce));

@@ -10,18 +10,29 @@
 //!   profile whose token file grants the group or others anything is
 //!   refused, as ssh refuses such a key;
 //! * `pins.json`: `{"name": "sha256:..."}`, when the person pinned the
-//!   definitions they reviewed.
+//!   definitions they reviewed;
+//! * `reviewed.json`: the definitions the person reviewed (written by the
+//!   review work; today only checked, never read).
 //!
 //! Every file is written to a temporary file in the same directory and
-//! renamed into place; the directory is created readable by the user only.
-//! The rules (names, permissions) are the core's; this module reads and
-//! writes the files.
+//! renamed into place (0600); the directory is created readable by the
+//! user only (0700). Whoever can write a profile chooses the relay, the
+//! trust, the egress and the pins the bridge obeys, so a profile is read
+//! only when its directory and every file it is read from belong to the
+//! user (or root) and cannot be written by the group or others (ssh's rule
+//! for its configuration), and its token file only when the group and
+//! others have no access at all (ssh's rule for a key): [`read_profile_file`],
+//! [`check_profile_path`]. The rules (names, permissions, owners) are the
+//! core's; this module reads and writes the files.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use human_plus_core::{IpNet, is_valid_profile_name, token_file_mode_is_private};
+use human_plus_core::{
+    IpNet, is_valid_profile_name, profile_file_mode_is_safe, profile_file_owner_is_safe,
+    token_file_mode_is_private,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::args::{AuthMode, EgressArgs};
@@ -39,6 +50,9 @@ pub const PROFILE_FILE: &str = "profile.json";
 pub const TOKEN_FILE: &str = "token";
 /// The pins file's name inside a profile directory.
 pub const PINS_FILE: &str = "pins.json";
+/// The reviewed definitions' file name inside a profile directory (the
+/// definitions the person reviewed, beside their pins).
+pub const REVIEWED_FILE: &str = "reviewed.json";
 
 /// `profile.json`: everything but the token and the pins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,20 +257,27 @@ impl Loaded {
     }
 }
 
-/// Reads profile `name` (not its token: [`read_token`]).
+/// Reads profile `name` (not its token: [`read_token`]): its directory,
+/// `profile.json` and `pins.json` are each refused when others can change
+/// them ([`check_profile_path`]), and so is `reviewed.json` when it exists.
 ///
 /// # Errors
-/// A usage failure when it does not exist or cannot be read.
+/// A usage failure when it does not exist, cannot be read, or others can
+/// change it.
 pub fn load(name: &str) -> Result<Loaded, Failure> {
     let dir = profile_dir(name)?;
     let file = dir.join(PROFILE_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        Failure::usage(format!(
+    if let Err(e) = std::fs::metadata(&file) {
+        return Err(Failure::usage(format!(
             "cannot read profile {name} ({}): {e}",
             file.display()
         ))
-        .with_hint("`human-plus join --name NAME` writes a profile from the link a person shared")
-    })?;
+        .with_hint(
+            "`human-plus join --name NAME` writes a profile from the link a person shared",
+        ));
+    }
+    check_profile_path(&dir, PathKind::Directory)?;
+    let text = read_profile_file(&file)?;
     let profile: Profile = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("profile {name} ({}): {e}", file.display())))?;
     if profile.version != PROFILE_VERSION {
@@ -267,46 +288,132 @@ pub fn load(name: &str) -> Result<Loaded, Failure> {
     }
     let pins_path = dir.join(PINS_FILE);
     let pins = if pins_path.exists() {
-        Some(crate::pins::read_pins(&pins_path)?)
+        let text = read_profile_file(&pins_path)?;
+        Some(crate::pins::pins_from_text(&text, &pins_path)?)
     } else {
         None
     };
+    let reviewed = dir.join(REVIEWED_FILE);
+    if reviewed.exists() {
+        check_profile_path(&reviewed, PathKind::File)?;
+    }
     Ok(Loaded { dir, profile, pins })
 }
 
+/// What a profile path is, for the permission it must have and the hint
+/// that restores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// The profile's directory: nobody but its owner may write it
+    /// (`chmod 700`, as `join` creates it).
+    Directory,
+    /// `profile.json`, `pins.json`, `reviewed.json`: nobody but its owner
+    /// may write it (`chmod 600`, as `join` writes it).
+    File,
+    /// The token file: nobody but its owner may read or write it
+    /// (`chmod 600`).
+    Token,
+}
+
+/// Checks that a profile's directory or file can be changed by the user
+/// only: it belongs to the user (or root), and the group and others cannot
+/// write it ([`profile_file_mode_is_safe`]); for the token file, cannot
+/// read it either ([`token_file_mode_is_private`]). Not checked on systems
+/// without Unix modes.
+///
+/// # Errors
+/// A usage failure naming the path, with the `chmod` (or `chown`) that
+/// makes it safe; also when its metadata cannot be read.
+pub fn check_profile_path(path: &Path, kind: PathKind) -> Result<(), Failure> {
+    let what = match kind {
+        PathKind::Directory => "directory",
+        PathKind::File => "file",
+        PathKind::Token => "token file",
+    };
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read the profile's {what} {}: {e}",
+            path.display()
+        ))
+    })?;
+    let Some((mode, owner, user)) = unix_mode_and_owner(&meta) else {
+        return Ok(());
+    };
+    if !profile_file_owner_is_safe(owner, user) {
+        return Err(Failure::usage(format!(
+            "the profile's {what} {} belongs to another user; it is not used",
+            path.display()
+        ))
+        .with_hint(format!(
+            "it must belong to you (or root): chown \"$(id -un)\" {}",
+            path.display()
+        )));
+    }
+    let (safe, verb, chmod) = match kind {
+        PathKind::Directory => (profile_file_mode_is_safe(mode), "writable", "700"),
+        PathKind::File => (profile_file_mode_is_safe(mode), "writable", "600"),
+        PathKind::Token => (token_file_mode_is_private(mode), "accessible", "600"),
+    };
+    if !safe {
+        return Err(Failure::usage(format!(
+            "the profile's {what} {} is {verb} by others (mode {:04o}); it is not used",
+            path.display(),
+            mode & 0o7777
+        ))
+        .with_hint(format!("chmod {chmod} {}", path.display())));
+    }
+    Ok(())
+}
+
+/// Reads one of a profile's files (`profile.json`, `pins.json`,
+/// `reviewed.json`) as text, refusing it when others can change it
+/// ([`check_profile_path`]). The one way a profile's file is read.
+///
+/// # Errors
+/// A usage failure naming the file when others can change it or it cannot
+/// be read.
+pub fn read_profile_file(path: &Path) -> Result<String, Failure> {
+    check_profile_path(path, PathKind::File)?;
+    std::fs::read_to_string(path).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read the profile's file {}: {e}",
+            path.display()
+        ))
+    })
+}
+
 /// Reads a profile's token file, refusing one whose permissions let the
-/// group or others read or write it (ssh's rule for a private key).
+/// group or others read or write it (ssh's rule for a private key), or
+/// that belongs to another user.
 ///
 /// # Errors
 /// A usage failure when it cannot be read, is not private, or is empty.
 pub fn read_token(path: &Path) -> Result<String, Failure> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        Failure::usage(format!(
-            "cannot read the profile's token file {}: {e}",
-            path.display()
-        ))
-    })?;
-    if let Some(mode) = unix_mode(&meta)
-        && !token_file_mode_is_private(mode)
-    {
-        return Err(Failure::usage(format!(
-            "the profile's token file {} is accessible by others (mode {:04o}); it is not used",
-            path.display(),
-            mode & 0o7777
-        ))
-        .with_hint(format!("chmod 600 {}", path.display())));
-    }
+    check_profile_path(path, PathKind::Token)?;
     crate::token::read_token(Some(path))
 }
 
+/// Refuses to write profile `name` into a directory that already exists
+/// and that others can change (`join` checks it before anything is sent).
+///
+/// # Errors
+/// As [`check_profile_path`].
+pub fn check_existing_dir(dir: &Path) -> Result<(), Failure> {
+    if dir.exists() {
+        check_profile_path(dir, PathKind::Directory)?;
+    }
+    Ok(())
+}
+
+/// The permission bits, the owner and the current user.
 #[cfg(unix)]
-fn unix_mode(meta: &std::fs::Metadata) -> Option<u32> {
-    use std::os::unix::fs::PermissionsExt as _;
-    Some(meta.permissions().mode())
+fn unix_mode_and_owner(meta: &std::fs::Metadata) -> Option<(u32, u32, u32)> {
+    use std::os::unix::fs::MetadataExt as _;
+    Some((meta.mode(), meta.uid(), rustix::process::getuid().as_raw()))
 }
 
 #[cfg(not(unix))]
-fn unix_mode(_meta: &std::fs::Metadata) -> Option<u32> {
+fn unix_mode_and_owner(_meta: &std::fs::Metadata) -> Option<(u32, u32, u32)> {
     None
 }
 

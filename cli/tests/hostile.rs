@@ -5,7 +5,10 @@
 //! words outside Human+'s frames, is within the byte budget, and shows no
 //! token. And the bridge's log at TRACE, in every runtime with both auth
 //! modes, holds the token in no line (ureq's hex dump read back across its
-//! lines).
+//! lines). And the page's link: a surface id with a direction override,
+//! quotes, angle brackets or words in `surface=` or `surfaceId` reaches no
+//! frame header, log line or `join` output, and neither does one written
+//! into a profile by hand.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -16,8 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::Env;
-use human_plus_conformance::hostile::{CANARY, Injection, LOOK_ALIKE, assert_held};
-use human_plus_core::{DEFAULT_MAX_RESULT_BYTES, outside_frames};
+use human_plus_conformance::hostile::{
+    CANARY, HOSTILE_SURFACE_IDS, Injection, LOOK_ALIKE, assert_held, hostile_links,
+};
+use human_plus_core::{DEFAULT_MAX_RESULT_BYTES, escape_controls_keep_lines, outside_frames};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -35,9 +40,29 @@ fn bridge(
     extra_args: &[&str],
     extra_env: &[(&str, &str)],
 ) -> (TokioChildProcess, tokio::process::ChildStderr) {
+    let mut with_token = vec![("HUMAN_PLUS_TOKEN", env.token.as_str())];
+    with_token.extend_from_slice(extra_env);
+    bridge_with(
+        &env.connect_args(),
+        runtime,
+        transport,
+        extra_args,
+        &with_token,
+    )
+}
+
+/// The bridge with `connect` as its connection options (and no ambient
+/// token, link or configuration directory), `extra_env` set.
+fn bridge_with(
+    connect: &[String],
+    runtime: &str,
+    transport: &str,
+    extra_args: &[&str],
+    extra_env: &[(&str, &str)],
+) -> (TokioChildProcess, tokio::process::ChildStderr) {
     let mut cmd = tokio::process::Command::new(common::BIN);
     cmd.arg("mcp")
-        .args(env.connect_args())
+        .args(connect)
         .args([
             "--allow",
             "sheet_get_cell,sheet_set_cell,changes_since",
@@ -47,7 +72,9 @@ fn bridge(
             transport,
         ])
         .args(extra_args)
-        .env("HUMAN_PLUS_TOKEN", &env.token);
+        .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("HUMAN_PLUS_INVITATION")
+        .env_remove("HUMAN_PLUS_CONFIG_DIR");
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
@@ -280,4 +307,166 @@ fn call_shows_a_results_terminal_escapes_and_never_obeys_them() {
         "tabs and lines kept"
     );
     run.assert_no_secret(&env.token);
+}
+
+/// The loopback egress flags for `env`'s relay (no relay, session or
+/// surface: those come from a link or a profile).
+fn loopback_egress(env: &Env) -> Vec<String> {
+    [
+        "--allow-host",
+        "127.0.0.1",
+        "--allow-port",
+        &env.port.to_string(),
+        "--allow-unverified-egress",
+        "--allow-insecure-loopback",
+        "--timeout",
+        "60",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// Panics when `text` (a log, a command's output) shows the surface's
+/// words or a control, invisible or direction character but line breaks
+/// and tabs.
+fn assert_clean(text: &str, what: &str) {
+    assert!(
+        !text.contains(CANARY),
+        "{what}: the surface's words: {text}"
+    );
+    assert!(
+        escape_controls_keep_lines(text) == text,
+        "{what}: a raw control or direction character: {}",
+        escape_controls_keep_lines(text)
+    );
+}
+
+/// Serves `connect` through the bridge and checks what rmcp's client gets
+/// (a read and the change feed, framed under `source`) and the bridge's
+/// log (`attached to surface {shown}`, nothing of the page's words).
+fn serve_and_check(
+    env: &Env,
+    connect: &[String],
+    extra_env: &[(&str, &str)],
+    (runtime, transport): (&str, &str),
+    shown: &str,
+    what: &str,
+) {
+    env.rt.block_on(async {
+        let (io, stderr) = bridge_with(connect, runtime, transport, &[], extra_env);
+        let stderr = tokio::spawn(collect(stderr));
+        let client = tokio::time::timeout(STEP, ().serve(io))
+            .await
+            .unwrap()
+            .unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(!tools.is_empty(), "{what}: tools");
+        let results = [
+            call(&client, "sheet_get_cell", json!({"address": "A1"})).await,
+            call(&client, "changes_since", json!({})).await,
+        ];
+        let header = format!("<untrusted-tool-output source=\"human-plus:{shown}\" tool=");
+        for r in &results {
+            let t = text(r);
+            assert_eq!(r.is_error, Some(false), "{what}: {t}");
+            assert_held(&t, DEFAULT_MAX_RESULT_BYTES, &env.token, what);
+            assert!(t.contains(&header), "{what}: {t}");
+            let meta = serde_json::to_string(&r.meta).unwrap();
+            assert_clean(&meta, what);
+        }
+        client.cancel().await.unwrap();
+        let log = stderr.await.unwrap();
+        assert!(!log.contains(&env.token), "{what}: the token in the log");
+        assert_clean(&log, what);
+        assert!(
+            log.contains(&format!("attached to surface {shown} (")),
+            "{what}: {log}"
+        );
+    });
+}
+
+#[test]
+fn hostile_surface_ids_in_a_link_reach_no_header_log_or_join_output() {
+    let env = Env::default_surface();
+    let egress = loopback_egress(&env);
+    let mut connect = egress.clone();
+    connect.extend(["--allow", "sheet_get_cell,changes_since"].map(str::to_owned));
+    let host_session = format!("127.0.0.1/{}", env.session);
+    for (i, (what, link)) in hostile_links(&env.base, &env.session, &env.token)
+        .into_iter()
+        .enumerate()
+    {
+        let leg = (RUNTIMES[i % 3], ["sse", "poll"][(i / 2) % 2]);
+        let what = format!("{what} ({} {})", leg.0, leg.1);
+        serve_and_check(
+            &env,
+            &connect,
+            &[("HUMAN_PLUS_INVITATION", link.as_str())],
+            leg,
+            &host_session,
+            &what,
+        );
+    }
+
+    // join shows the parts and says why the link's surface id is not
+    // used, never the id; the profile keeps HOST/SESSION.
+    let config = std::env::temp_dir().join(format!("hp-hostile-{}", common::random_hex(6)));
+    let config_s = config.to_str().unwrap().to_owned();
+    let links = hostile_links(&env.base, &env.session, &env.token);
+    let mut args = vec!["join", "--yes", "--name", "hostile"];
+    args.extend(egress.iter().map(String::as_str));
+    for (what, link) in &links {
+        let run = common::run_with_env(
+            &args,
+            None,
+            &[
+                ("HUMAN_PLUS_INVITATION", link.as_str()),
+                ("HUMAN_PLUS_CONFIG_DIR", config_s.as_str()),
+            ],
+        );
+        assert_eq!(run.code, 0, "{what}: {run:?}");
+        run.assert_no_secret(&env.token);
+        assert_clean(&run.stdout, what);
+        assert_clean(&run.stderr, what);
+        assert!(
+            run.stdout.contains(&format!("surface: {host_session}\n")),
+            "{what}: {run:?}"
+        );
+        assert!(
+            run.stdout
+                .contains("note:    the link's surface id is not a plain identifier"),
+            "{what}: {run:?}"
+        );
+    }
+    let profile_path = config.join("profiles/hostile/profile.json");
+    let mut profile: Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile_path).unwrap()).unwrap();
+    assert_eq!(profile["surface"], host_session.as_str());
+    assert_eq!(profile["application"], "human-plus");
+
+    // A surface id written into the profile by hand is never written raw
+    // either: the frame writer and the log name it by a placeholder.
+    profile["surface"] = json!(HOSTILE_SURFACE_IDS[0]);
+    std::fs::write(&profile_path, profile.to_string()).unwrap();
+    let mut from_profile = vec!["--profile".to_owned(), "hostile".to_owned()];
+    from_profile.extend(["--allow", "sheet_get_cell,changes_since"].map(str::to_owned));
+    serve_and_check(
+        &env,
+        &from_profile,
+        &[("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())],
+        ("tokio", "sse"),
+        human_plus_core::SURFACE_NOT_SHOWN,
+        "a hand-edited profile",
+    );
+    // --surface itself must be plain.
+    let mut args = vec!["tools", "--profile", "hostile", "--surface", "sheet one"];
+    args.extend(["--allow", "sheet_get_cell"]);
+    let run = common::run_with_env(&args, None, &[("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("--surface must be a plain identifier"),
+        "{run:?}"
+    );
+    std::fs::remove_dir_all(&config).unwrap();
 }

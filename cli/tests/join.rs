@@ -979,3 +979,330 @@ fn join_through_an_egress_proxy_that_asks_for_credentials() {
     assert!(proxy.heads().len() > before, "tools went through the proxy");
     std::fs::remove_dir_all(&config).unwrap();
 }
+
+/// A pseudo-terminal for `join`'s prompt, opened with rustix's safe
+/// wrappers: the child gets the terminal side as its standard input,
+/// output and error; the test types into the other side and reads all the
+/// terminal shows (the kernel's echo included).
+#[cfg(unix)]
+mod terminal {
+    use std::io::{Read as _, Write as _};
+    use std::os::fd::OwnedFd;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use rustix::fs::{Mode, OFlags, open};
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use rustix::termios::{LocalModes, tcgetattr};
+
+    use super::{BIN, COMMAND_TIMEOUT};
+
+    pub struct Terminal {
+        keyboard: std::fs::File,
+        tty: Option<OwnedFd>,
+        screen: Arc<Mutex<Vec<u8>>>,
+        reader: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Terminal {
+        pub fn open() -> Terminal {
+            let master =
+                openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).unwrap();
+            grantpt(&master).unwrap();
+            unlockpt(&master).unwrap();
+            let name = ptsname(&master, Vec::new()).unwrap();
+            let tty = open(
+                name.as_c_str(),
+                OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .unwrap();
+            let keyboard = std::fs::File::from(master);
+            let mut display = keyboard.try_clone().unwrap();
+            let screen = Arc::new(Mutex::new(Vec::new()));
+            let shown = Arc::clone(&screen);
+            // Reads until the terminal side is closed everywhere (EIO).
+            let reader = std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = display.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    shown.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            });
+            Terminal {
+                keyboard,
+                tty: Some(tty),
+                screen,
+                reader: Some(reader),
+            }
+        }
+
+        /// Starts `human-plus args...` on this terminal, with `env` and no
+        /// ambient token, link or configuration directory.
+        pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+            let tty = self.tty.as_ref().unwrap();
+            let io = || Stdio::from(tty.try_clone().unwrap());
+            Command::new(BIN)
+                .args(args)
+                .stdin(io())
+                .stdout(io())
+                .stderr(io())
+                .env_remove("HUMAN_PLUS_TOKEN")
+                .env_remove("HUMAN_PLUS_PROXY_AUTH")
+                .env_remove("HUMAN_PLUS_INVITATION")
+                .env_remove("HUMAN_PLUS_LOG")
+                .env_remove("HUMAN_PLUS_CONFIG_DIR")
+                .env("NO_COLOR", "1")
+                .envs(env.iter().copied())
+                .spawn()
+                .unwrap()
+        }
+
+        /// Everything the terminal has shown so far.
+        pub fn screen(&self) -> String {
+            String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+        }
+
+        /// Waits until the terminal shows `text`.
+        pub fn wait_for(&self, text: &str) {
+            let deadline = Instant::now() + COMMAND_TIMEOUT;
+            while !self.screen().contains(text) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the terminal never showed {text:?}:\n{}",
+                    self.screen()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+
+        /// Types `keys`.
+        pub fn type_keys(&mut self, keys: &[u8]) {
+            self.keyboard.write_all(keys).unwrap();
+            self.keyboard.flush().unwrap();
+        }
+
+        /// The terminal's local modes now.
+        pub fn modes(&self) -> LocalModes {
+            tcgetattr(self.tty.as_ref().unwrap()).unwrap().local_modes
+        }
+
+        /// Whether the terminal echoes, edits lines and turns Ctrl-C into a
+        /// signal: a terminal as a shell leaves it.
+        pub fn is_cooked(&self) -> bool {
+            self.modes()
+                .contains(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG)
+        }
+
+        /// Closes the terminal and returns all it showed.
+        pub fn close(mut self) -> String {
+            drop(self.tty.take());
+            if let Some(reader) = self.reader.take() {
+                reader.join().unwrap();
+            }
+            self.screen()
+        }
+    }
+
+    /// Waits for `child` to end; its exit code.
+    pub fn wait(child: &mut Child) -> i32 {
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < deadline, "human-plus did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A person pastes the link at join's prompt on a real (pseudo-)terminal:
+/// the terminal's echo is off while it is read, so the token never reaches
+/// the screen (nor the scrollback), the parsed parts are shown instead,
+/// and the terminal is as it was afterwards.
+#[cfg(unix)]
+#[test]
+fn a_link_pasted_at_the_prompt_is_never_echoed() {
+    let env = Env::default_surface();
+    let config = scratch("join-pty");
+    let config_s = config.to_str().unwrap().to_owned();
+    let mut term = terminal::Terminal::open();
+    assert!(term.is_cooked(), "a new terminal echoes");
+    let egress = loopback_egress(&env);
+    let mut args = vec!["join", "--yes", "--pin", "--name", "pasted"];
+    args.extend(strs(&egress));
+    let mut child = term.spawn(&args, &[("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())]);
+    term.wait_for("Paste the link");
+    assert!(
+        !term.modes().contains(rustix::termios::LocalModes::ECHO),
+        "the echo is off while the link is read"
+    );
+    // A typo corrected with Backspace, then Enter, as a person does.
+    let link = format!("{}/{}?token={}", env.base, env.session, env.token);
+    term.type_keys(format!("{link}x\x7f\r").as_bytes());
+    let code = terminal::wait(&mut child);
+    assert!(term.is_cooked(), "the terminal is restored");
+    let screen = term.close();
+    assert_eq!(code, 0, "{screen}");
+    assert!(
+        !screen.contains(&env.token),
+        "the token was shown:\n{screen}"
+    );
+    assert!(!screen.contains("?token="), "the link was shown:\n{screen}");
+    assert!(
+        screen.contains(&format!("session: {}", env.session)),
+        "{screen}"
+    );
+    assert!(screen.contains("Saved profile pasted"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(config.join("profiles/pasted/token"))
+            .unwrap()
+            .trim(),
+        env.token
+    );
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// Ctrl-C at join's prompt, halfway through the token: the terminal gets
+/// its echo back, join ends with 130 and no panic, and what was typed is
+/// not on the screen.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_at_the_prompt_gives_the_terminal_back() {
+    let config = scratch("join-pty-c");
+    let config_s = config.to_str().unwrap().to_owned();
+    let mut term = terminal::Terminal::open();
+    let secret = format!("tok{}", common::random_hex(16));
+    let mut child = term.spawn(
+        &["join", "--name", "interrupted"],
+        &[("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())],
+    );
+    term.wait_for("Paste the link");
+    term.type_keys(format!("https://relay.example/agent-relay/sess_1?token={secret}").as_bytes());
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !term.modes().contains(rustix::termios::LocalModes::ECHO),
+        "the echo is off while the link is read"
+    );
+    term.type_keys(b"\x03");
+    let code = terminal::wait(&mut child);
+    assert!(term.is_cooked(), "the terminal is restored after Ctrl-C");
+    let screen = term.close();
+    assert_eq!(code, 130, "{screen}");
+    assert!(screen.contains("interrupted"), "{screen}");
+    assert!(!screen.contains("panicked"), "{screen}");
+    assert!(
+        !screen.contains(&secret),
+        "what was typed was shown:\n{screen}"
+    );
+    assert!(!config.join("profiles/interrupted").exists());
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// Every file a profile is read from, and its directory, is refused when
+/// the group or others can write it (the token: read or write), naming the
+/// file and the `chmod` that makes it safe; at the modes join writes
+/// (0700, 0600) it is used. A file of another user is refused too (checked
+/// when the test may change an owner).
+#[cfg(unix)]
+#[test]
+fn a_profile_others_can_change_is_refused() {
+    let env = Env::default_surface();
+    let config = scratch("join-modes");
+    let config_s = config.to_str().unwrap().to_owned();
+    let cfg = [("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())];
+    let link = format!("{}/{}?token={}\n", env.base, env.session, env.token);
+    let mut args = vec!["join", "--yes", "--pin", "--name", "guarded"];
+    let egress = loopback_egress(&env);
+    args.extend(strs(&egress));
+    let run = run_input(&args, Some(&link), &cfg);
+    assert_eq!(run.code, 0, "{run:?}");
+    let dir = config.join("profiles").join("guarded");
+    assert_eq!(mode(&dir), 0o700);
+    // The reviewed definitions (written by the review work): checked when
+    // present.
+    let reviewed = dir.join("reviewed.json");
+    std::fs::write(&reviewed, "{}\n").unwrap();
+    chmod(&reviewed, 0o600);
+    for name in ["profile.json", "pins.json", "token", "reviewed.json"] {
+        assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+    }
+    let tools = |what: &str| {
+        let run = run_input(&["tools", "--profile", "guarded"], None, &cfg);
+        run.assert_no_secret(&env.token);
+        assert!(!run.stdout.contains(&env.token), "{what}");
+        run
+    };
+    let cases = [
+        (dir.clone(), 0o777, 0o700, "chmod 700"),
+        (dir.clone(), 0o770, 0o700, "chmod 700"),
+        (dir.join("profile.json"), 0o666, 0o600, "chmod 600"),
+        (dir.join("profile.json"), 0o620, 0o600, "chmod 600"),
+        (dir.join("pins.json"), 0o666, 0o600, "chmod 600"),
+        (dir.join("reviewed.json"), 0o666, 0o600, "chmod 600"),
+        (dir.join("token"), 0o666, 0o600, "chmod 600"),
+    ];
+    for (path, bad, good, chmod_hint) in &cases {
+        let what = format!("{} at {bad:o}", path.display());
+        chmod(path, *bad);
+        let run = tools(&what);
+        chmod(path, *good);
+        assert_eq!(run.code, 2, "{what}: {run:?}");
+        assert!(
+            run.stderr
+                .contains(&format!("{chmod_hint} {}", path.display())),
+            "{what}: the hint names the file: {run:?}"
+        );
+        assert!(run.stderr.contains("by others"), "{what}: {run:?}");
+        let run = tools(&what);
+        assert_eq!(run.code, 0, "{} at {good:o}: {run:?}", path.display());
+    }
+    // Readable by others is fine for everything but the token.
+    chmod(&dir.join("profile.json"), 0o644);
+    chmod(&dir.join("pins.json"), 0o644);
+    chmod(&dir, 0o755);
+    assert_eq!(tools("0644 files").code, 0);
+    chmod(&dir, 0o700);
+    // The bridge refuses the same profile.
+    chmod(&dir.join("pins.json"), 0o666);
+    let run = run_input(&["mcp", "--profile", "guarded"], None, &cfg);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("chmod 600 {}", dir.join("pins.json").display())),
+        "{run:?}"
+    );
+    chmod(&dir.join("pins.json"), 0o600);
+    // join does not write into a profile directory others can change,
+    // and says so before any byte leaves.
+    chmod(&dir, 0o777);
+    let run = run_input(&args, Some(&link), &cfg);
+    chmod(&dir, 0o700);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!("chmod 700 {}", dir.display())),
+        "{run:?}"
+    );
+    assert!(
+        !run.stdout.contains("Tools, through local trust"),
+        "{run:?}"
+    );
+    // Another user's file, whatever its mode (only a superuser can give a
+    // file away).
+    if rustix::process::getuid().is_root() {
+        let file = dir.join("profile.json");
+        std::os::unix::fs::chown(&file, Some(65_534), None).unwrap();
+        let run = tools("another user's profile.json");
+        std::os::unix::fs::chown(&file, Some(0), None).unwrap();
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains("belongs to another user"), "{run:?}");
+        assert_eq!(tools("root's again").code, 0);
+    } else {
+        eprintln!("(not root: the owner check is covered by the core's unit tests only)");
+    }
+    std::fs::remove_dir_all(&config).unwrap();
+}

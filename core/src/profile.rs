@@ -1,8 +1,8 @@
 //! The rules of a saved connection profile and of the MCP client
 //! configuration that points at it: what a profile may be called, which
-//! permissions its token file may have, and how an entry is merged into an
-//! MCP client's configuration file. Pure functions: the caller reads and
-//! writes the files.
+//! permissions and owner its token file, its other files and its directory
+//! may have, and how an entry is merged into an MCP client's configuration
+//! file. Pure functions: the caller reads and writes the files.
 
 use std::fmt;
 
@@ -42,6 +42,47 @@ pub fn is_valid_profile_name(name: &str) -> bool {
 #[must_use]
 pub fn token_file_mode_is_private(mode: u32) -> bool {
     mode & 0o077 == 0
+}
+
+/// Whether a file a profile is read from (`profile.json`, the pins, the
+/// reviewed definitions), or the profile's directory, with these Unix
+/// permission bits can be changed by its owner only: no write bit for the
+/// group or others. ssh's rule for its configuration: whoever can write
+/// the profile chooses the relay, the trust, the egress and the pins the
+/// bridge obeys. Reading is allowed (a profile holds no secret but the
+/// token, which has its own file and [`token_file_mode_is_private`]).
+///
+/// ```
+/// use human_plus_core::profile_file_mode_is_safe;
+///
+/// assert!(profile_file_mode_is_safe(0o100600));
+/// assert!(profile_file_mode_is_safe(0o644));
+/// assert!(profile_file_mode_is_safe(0o040700));
+/// assert!(profile_file_mode_is_safe(0o755));
+/// assert!(!profile_file_mode_is_safe(0o666));
+/// assert!(!profile_file_mode_is_safe(0o620));
+/// assert!(!profile_file_mode_is_safe(0o602));
+/// assert!(!profile_file_mode_is_safe(0o040777));
+/// ```
+#[must_use]
+pub fn profile_file_mode_is_safe(mode: u32) -> bool {
+    mode & 0o022 == 0
+}
+
+/// Whether a profile's file or directory owned by user `owner` may be
+/// used by user `user`: it is theirs, or the superuser's (ssh's rule).
+/// Another user owning it can change it whatever its mode says.
+///
+/// ```
+/// use human_plus_core::profile_file_owner_is_safe;
+///
+/// assert!(profile_file_owner_is_safe(1000, 1000));
+/// assert!(profile_file_owner_is_safe(0, 1000));
+/// assert!(!profile_file_owner_is_safe(1001, 1000));
+/// ```
+#[must_use]
+pub fn profile_file_owner_is_safe(owner: u32, user: u32) -> bool {
+    owner == user || owner == 0
 }
 
 /// An MCP client whose configuration file Human+ can write an entry into.

@@ -223,7 +223,7 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         let span = tracing::info_span!(
             "human_plus.attach",
             attachment = tracing::field::Empty,
-            surface = invitation.surface_id(),
+            surface = human_plus_core::surface_label(invitation.surface_id()),
         );
         async move {
             let owner = owner?;
