@@ -138,6 +138,9 @@ pub struct AgentSetup {
     pub hosts: Vec<(String, Vec<IpAddr>)>,
     /// The bound on each connection step.
     pub connect_timeout: Duration,
+    /// How long an operation waits for the attachment's store lock while
+    /// nothing of this manager holds it.
+    pub lock_wait: Duration,
     /// The tokio runtime's worker threads: 0 for a current-thread runtime
     /// (which runs only while a call runs), more for a multi-threaded one.
     /// The default, 1, keeps kept connections and a warm leg read between
@@ -147,7 +150,8 @@ pub struct AgentSetup {
 
 impl AgentSetup {
     /// A setup with the bundled roots, the system resolver, a 10 s connect
-    /// timeout and a tokio runtime with one worker thread.
+    /// timeout, the store's default lock wait and a tokio runtime with one
+    /// worker thread.
     #[must_use]
     pub fn new(config: ManagerConfig) -> Self {
         AgentSetup {
@@ -155,6 +159,7 @@ impl AgentSetup {
             roots: TlsRoots::webpki(),
             hosts: Vec::new(),
             connect_timeout: human_plus_runtime::DEFAULT_CONNECT_TIMEOUT,
+            lock_wait: human_plus_store::DEFAULT_LOCK_WAIT,
             tokio_workers: 1,
         }
     }
@@ -345,7 +350,8 @@ fn builder<D: Driver>(
 ) -> HumanPlusBuilder<D> {
     let builder = HumanPlusBuilder::<D>::new(setup.config)
         .tls_roots(setup.roots)
-        .connect_timeout(setup.connect_timeout);
+        .connect_timeout(setup.connect_timeout)
+        .lock_wait(setup.lock_wait);
     match resolver {
         Some(resolver) => builder.resolver(resolver),
         None => builder,

@@ -882,10 +882,13 @@ impl std::error::Error for ProxyAuthRequired {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum StoreErrorKind {
-    /// Anything without a more specific kind (a lock wait that ran out, a
-    /// record that cannot be opened, a server's error reply).
+    /// Anything without a more specific kind (a record that cannot be
+    /// opened, a server's error reply).
     #[default]
     Other,
+    /// The attachment's lock was held by another operation for the whole
+    /// wait: the store works, the attachment was busy.
+    LockWait,
     /// The store's configuration cannot work (a bad URL, TLS settings for
     /// a plain URL, an unusable key prefix, a certificate file that holds
     /// no certificate).
@@ -916,6 +919,7 @@ impl StoreErrorKind {
             StoreErrorKind::Tls => "tls",
             StoreErrorKind::Timeout => "timeout",
             StoreErrorKind::Unconfirmed => "unconfirmed",
+            StoreErrorKind::LockWait => "lock_wait",
         }
     }
 }
@@ -953,6 +957,26 @@ impl StoreError {
             kind,
             message: redact_text(message.as_ref()),
         }
+    }
+
+    /// The attachment's lock was not free within `wait`: kind
+    /// [`StoreErrorKind::LockWait`], with the one sentence every store and
+    /// the manager use.
+    ///
+    /// ```
+    /// use human_plus_core::{StoreError, StoreErrorKind};
+    /// use std::time::Duration;
+    ///
+    /// let e = StoreError::lock_wait("surface_1", Duration::from_secs(10));
+    /// assert_eq!(e.kind(), StoreErrorKind::LockWait);
+    /// assert_eq!(e.message(), "the lock of attachment surface_1 was not free within 10s");
+    /// ```
+    #[must_use]
+    pub fn lock_wait(id: &str, wait: std::time::Duration) -> Self {
+        StoreError::with_kind(
+            StoreErrorKind::LockWait,
+            format!("the lock of attachment {id} was not free within {wait:?}"),
+        )
     }
 
     /// The kind of failure.

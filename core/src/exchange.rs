@@ -65,6 +65,9 @@ pub(crate) struct Io {
     /// Connections to ask for ahead of the POSTs when the next leg
     /// subscribes (see [`Transmit::Connect`]); asked once.
     pub(crate) connect_ahead: usize,
+    /// The operation's own deadline, when it has one: no exchange waits
+    /// past it (`Operation::with_deadline`).
+    pub(crate) cap: Option<Instant>,
 }
 
 impl Io {
@@ -77,7 +80,15 @@ impl Io {
             leg: None,
             epochs: 0,
             connect_ahead: 0,
+            cap: None,
         }
+    }
+
+    /// An exchange's deadline from `now`: the exchange timeout, or the
+    /// operation's deadline when that comes first.
+    pub(crate) fn deadline_from(&self, now: Instant) -> Instant {
+        let own = now + self.config.timeout;
+        self.cap.map_or(own, |cap| cap.min(own))
     }
 
     fn next_id(&mut self) -> RequestId {
@@ -491,6 +502,16 @@ impl Io {
 /// person acting on the surface since its last read. It says nothing of
 /// whether a call was applied: the result it accompanies does.
 pub const PERSON_ACTIVE_NOTE: &str = "<human-plus-note>A person has been active on this surface since your last read. Re-read what you depend on before you write, and do not undo their changes.</human-plus-note>";
+
+/// What a model reads with its next result after the connection to the
+/// surface moved to a new session (a person shared a new link, or the page
+/// started over): nothing read or pinned before carries over.
+pub const REJOINED_NOTE: &str = "<human-plus-note>The connection to this surface moved to a new session (the person shared a new link, or the page started over). Revisions and reads from before mean nothing now: read again before you write.</human-plus-note>";
+
+/// What a model reads with its next result after the connection to the
+/// surface was lost and made again on the same session (the relay
+/// restarted, say): the surface may have changed meanwhile.
+pub const RECONNECTED_NOTE: &str = "<human-plus-note>The connection to this surface was lost and has been made again on the same session. The surface may have changed meanwhile: read again before you write.</human-plus-note>";
 
 /// What was seen on a leg that Human+ acts on, since it was last reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -1081,7 +1102,7 @@ impl Exchange {
             frame,
             target,
             acts,
-            deadline: now + io.config.timeout,
+            deadline: io.deadline_from(now),
             post: PostState::NotSent,
             resent: false,
             result: None,

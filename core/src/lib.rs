@@ -75,7 +75,9 @@ pub use discovery::*;
 pub use endpoint::*;
 pub use entropy::*;
 pub use error::*;
-pub use exchange::{PERSON_ACTIVE_NOTE, Seen, WarmLeg, relay_status_error};
+pub use exchange::{
+    PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE, Seen, WarmLeg, relay_status_error,
+};
 pub use guard::*;
 pub use invitation::*;
 pub use jsonrpc::*;

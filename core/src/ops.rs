@@ -539,6 +539,40 @@ impl<T: OperationOutput> Operation<T> {
         self
     }
 
+    /// Bounds the whole operation by `deadline`: no exchange of it waits
+    /// past that instant (each is otherwise bounded by the exchange
+    /// timeout from its own start), and one still waiting then ends as
+    /// its deadline says (a [`Error::Timeout`], or for a call posted and
+    /// not answered the core's usual verdict). A manager uses it for an
+    /// operation that waited for another on the same attachment, so that
+    /// the wait and the exchanges together stay within the timeout the
+    /// caller was promised. Call it right after building the operation.
+    ///
+    /// ```
+    /// # use human_plus_core::*;
+    /// # use std::time::{Duration, Instant};
+    /// let owner = OwnerKey::of("o")?;
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let config = ManagerConfig::new(
+    ///     EgressPolicy::new(["relay.example"]).egress_proxy("http://egress.internal:3128"),
+    ///     TrustPolicy::every_tool(NO_PINS),
+    /// );
+    /// let record = attach(&owner, inv, Participant::new("a", "A", "#000"), &config.egress, &mut SeededEntropy::new(1))?;
+    /// let now = Instant::now();
+    /// let mut op = Operation::tools(record, &owner, &config, &InitCache::new(), Box::new(SeededEntropy::new(2)), now)?
+    ///     .with_deadline(now + Duration::from_secs(2));
+    /// while op.poll_transmit().is_some() {}
+    /// // The operation wakes at its deadline, not after the 30 s exchange
+    /// // timeout.
+    /// assert!(op.poll_timeout().unwrap() <= now + Duration::from_secs(2));
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.machine.io.cap = Some(deadline);
+        self
+    }
+
     /// The next HTTP intent to perform (or to cancel).
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.machine.ensure_begun();

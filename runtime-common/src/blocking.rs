@@ -86,6 +86,15 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
     async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
         self.store.lock(id, lease, self.wait)
     }
+
+    async fn lock_within(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<LockGuard, Error> {
+        self.store.lock(id, lease, wait)
+    }
 }
 
 /// The Human+ manager for blocking code: attaches an agent to surfaces and

@@ -9,7 +9,7 @@
 //! on the generation it was loaded at, settle the init cache, release the
 //! lock. Those decisions are made here and nowhere else.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{
     Activity, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig, Operation,
-    OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreError, SurfaceAttachment,
-    SurfaceChanges, SurfaceInvitation, TransportError, TransportErrorKind, WarmLeg,
+    OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreError, StoreErrorKind,
+    SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError, TransportErrorKind,
+    WarmLeg,
 };
 use human_plus_store::{
-    AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore,
+    AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
 };
 use tracing::Instrument;
 
@@ -60,6 +61,10 @@ struct Inner<D: Driver, S> {
     /// What operations' receive legs showed, per attachment, not yet taken
     /// ([`HumanPlus::take_seen`]).
     seen: Mutex<HashMap<String, Seen>>,
+    /// The attachments whose store lock an operation of this manager holds
+    /// now: another operation on one of them waits its turn for as long as
+    /// its own timeout allows, not for the store's lock wait.
+    holding: Mutex<HashSet<String>>,
     connect_timeout: Duration,
     lock_lease: Duration,
     lock_wait: Duration,
@@ -121,6 +126,7 @@ impl<D: Driver, S> HumanPlus<D, S> {
                 init: Mutex::new(InitCache::new()),
                 warm: Mutex::new(HashMap::new()),
                 seen: Mutex::new(HashMap::new()),
+                holding: Mutex::new(HashSet::new()),
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
                 lock_wait: parts.lock_wait,
@@ -327,11 +333,12 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         let name = tool.to_owned();
         let mut bounded = self.inner.config.clone();
         bounded.transport.timeout = timeout;
-        self.operate(
+        self.operate_within(
             Op::Call,
             owner,
             attachment,
             tool,
+            timeout,
             move |record, owner, _config, init, now| {
                 Operation::call(
                     record,
@@ -564,6 +571,31 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         T: OperationOutput + Send + 's,
         F: Start<T> + 's,
     {
+        self.operate_within(
+            op,
+            owner,
+            attachment,
+            tool,
+            self.inner.config.transport.timeout,
+            start,
+        )
+    }
+
+    /// [`HumanPlus::operate`], for an operation promised `timeout` (its
+    /// exchange timeout).
+    fn operate_within<'s, T, F>(
+        &'s self,
+        op: Op,
+        owner: Result<OwnerKey, Error>,
+        attachment: &str,
+        tool: &str,
+        timeout: Duration,
+        start: F,
+    ) -> impl Future<Output = Result<T, Error>> + Send + use<'s, D, S, T, F>
+    where
+        T: OperationOutput + Send + 's,
+        F: Start<T> + 's,
+    {
         let span = op_span(op, attachment, tool, &self.inner.config.transport.leg);
         let id = attachment.to_owned();
         let needs_trust = matches!(op, Op::Tools | Op::Call | Op::ChangesSince);
@@ -572,7 +604,7 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
             if needs_trust {
                 self.inner.config.trust.assert_declared()?;
             }
-            let result = self.locked(id, &owner, start).await;
+            let result = self.locked(id, &owner, timeout, start).await;
             if let Err(e) = &result {
                 tracing::debug!(code = e.code(), "operation failed");
             }
@@ -590,29 +622,99 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         &self,
         id: String,
         owner: &OwnerKey,
+        timeout: Duration,
         start: F,
     ) -> Result<T, Error> {
         let inner = &*self.inner;
-        let lock = async { Some(inner.store.lock(&id, inner.lock_lease).await) };
-        let wait = async {
-            D::sleep(inner.lock_wait).await;
-            None
-        };
-        let guard = match futures_lite::future::or(lock, wait).await {
-            Some(guard) => guard?,
-            None => {
-                return Err(Error::Store(StoreError::new(format!(
-                    "the lock of attachment {id} was not free within {:?}",
-                    inner.lock_wait
-                ))));
+        let deadline = D::now() + timeout;
+        let (guard, queued) = self.take_turn(&id, deadline).await?;
+        let held = Holding::new(&inner.holding, &id);
+        let result = async {
+            let record = self.load(&id).await?;
+            // The operation reads the cache once, when it is built: no copy.
+            let mut op = {
+                let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+                start(record, owner, &inner.config, &cache, D::now())?
+            };
+            if queued {
+                // It waited behind another operation of this manager: what
+                // is left of its timeout bounds it as a whole.
+                op = op.with_deadline(deadline);
             }
-        };
-        let record = self.load(&id).await?;
-        // The operation reads the cache once, when it is built: no copy.
-        let mut op = {
-            let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
-            start(record, owner, &inner.config, &cache, D::now())?
-        };
+            self.drive(id.clone(), op).await
+        }
+        .await;
+        // Not held here any more before the lock is given back: the next
+        // holder marks it again once it has the lock.
+        drop(held);
+        drop(guard);
+        result
+    }
+
+    /// Takes the attachment's store lock for an operation promised to end
+    /// by `deadline`. While an operation of this manager holds it (waiting
+    /// for the surface, say), the wait lasts as long as `deadline` allows
+    /// and ends as [`Error::Timeout`]: the caller asked for an answer
+    /// within its timeout, and the store is not at fault. Otherwise the
+    /// store's lock wait applies, as [`StoreError::lock_wait`] (or a
+    /// timeout, when `deadline` comes first). Also says whether the
+    /// operation waited behind one of this manager's.
+    async fn take_turn(&self, id: &str, deadline: Instant) -> Result<(LockGuard, bool), Error> {
+        let inner = &*self.inner;
+        let asked = D::now();
+        let mut queued = false;
+        loop {
+            let now = D::now();
+            let left = deadline.saturating_duration_since(now);
+            let local = self.held_here(id);
+            queued |= local;
+            let bound = if local {
+                left
+            } else {
+                inner
+                    .lock_wait
+                    .saturating_sub(now.saturating_duration_since(asked))
+                    .min(left)
+            };
+            let lock = async { Some(inner.store.lock_within(id, inner.lock_lease, bound).await) };
+            let wait = async {
+                D::sleep(bound).await;
+                None
+            };
+            match futures_lite::future::or(lock, wait).await {
+                Some(Ok(guard)) => return Ok((guard, queued)),
+                Some(Err(Error::Store(e))) if e.kind() == StoreErrorKind::LockWait => {}
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
+            if D::now() >= deadline {
+                tracing::debug!(attachment = %id, "no turn on the attachment before the deadline");
+                return Err(Error::Timeout);
+            }
+            if !self.held_here(id) {
+                return Err(Error::Store(StoreError::lock_wait(id, inner.lock_wait)));
+            }
+        }
+    }
+
+    /// Whether an operation of this manager holds attachment `id`'s lock.
+    fn held_here(&self, id: &str) -> bool {
+        self.inner
+            .holding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(id)
+    }
+
+    /// Drives `op` with the warm leg kept for `id`, keeps the warm leg and
+    /// what the leg saw, stores the changed record with a compare-and-set
+    /// on the loaded generation and settles the init cache.
+    async fn drive<T: OperationOutput + Send>(
+        &self,
+        id: String,
+        mut op: Operation<T>,
+    ) -> Result<T, Error> {
+        let inner = &*self.inner;
         let mut stream = None;
         if inner.config.transport.warm {
             let slot = inner
@@ -653,12 +755,36 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
             }
             None => Ok(()),
         };
-        let result = {
-            let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
-            outcome.settle(&mut cache, stored)
-        };
-        drop(guard);
-        result
+        let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+        outcome.settle(&mut cache, stored)
+    }
+}
+
+/// An attachment whose store lock an operation of this manager holds, for
+/// as long as this lives.
+struct Holding<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    id: String,
+}
+
+impl<'a> Holding<'a> {
+    fn new(set: &'a Mutex<HashSet<String>>, id: &str) -> Self {
+        set.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_owned());
+        Holding {
+            set,
+            id: id.to_owned(),
+        }
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
     }
 }
 

@@ -177,6 +177,21 @@ pub trait AsyncAttachmentStore: Send + Sync {
         id: &str,
         lease: Duration,
     ) -> impl Future<Output = Result<LockGuard, Error>> + Send;
+
+    /// [`AsyncAttachmentStore::lock`], for a caller that will wait at most
+    /// `wait`. A store whose future blocks the thread that polls it (a
+    /// blocking store seen through this contract) must bound its own wait
+    /// and answer [`StoreError::lock_wait`] when it runs out; the default
+    /// leaves the bound to the caller's timer.
+    fn lock_within(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> impl Future<Output = Result<LockGuard, Error>> + Send {
+        let _ = wait;
+        self.lock(id, lease)
+    }
 }
 
 #[derive(Debug)]
@@ -297,9 +312,7 @@ impl AttachmentStore for InMemoryAttachmentStore {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Store(StoreError::new(format!(
-                    "the lock of attachment {id} was not free within {wait:?}"
-                ))));
+                return Err(Error::Store(StoreError::lock_wait(id, wait)));
             }
             let wake = self.expiry(id).map_or(deadline, |e| e.min(deadline));
             listener.wait_deadline(wake.max(now + Duration::from_millis(1)));

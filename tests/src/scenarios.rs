@@ -287,6 +287,59 @@ pub fn silent_page<R: Runtime>(leg: LegKind) {
         "did not end near its timeout: {took:?}"
     );
     assert!(hp.status(OWNER, a.id()).unwrap().is_attached());
+    drop(hp);
+    two_operations_on_a_silent_page::<R>(&env, leg);
+}
+
+/// Two operations of one manager on one attachment of a page that answers
+/// nothing (a closed tab the relay still keeps): the second waits its turn
+/// behind the first, which waits for the surface, and both end as
+/// timeouts within their own timeout, never as a store failure (here the
+/// store's lock wait is shorter than the timeout, which made the second a
+/// `store_failed` about a lock before).
+fn two_operations_on_a_silent_page<R: Runtime>(env: &Env, leg: LegKind) {
+    let timeout = Duration::from_secs(3);
+    let mut config = ManagerConfig::new(env.egress(), sheet_trust(vec![]));
+    config.transport = TransportConfig::default()
+        .receive_leg(leg.receive_leg())
+        .timeout(timeout);
+    let Setup {
+        config,
+        roots,
+        hosts,
+    } = env.setup_with(config);
+    let mut setup = human_plus_any::AgentSetup::new(config);
+    setup.roots = roots;
+    setup.hosts = hosts;
+    setup.tokio_workers = 2;
+    setup.lock_wait = Duration::from_millis(500);
+    let hp: Arc<dyn crate::Client> =
+        Arc::from(human_plus_any::build_agent(R::KIND, setup).unwrap());
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    let first = {
+        let (hp, id) = (Arc::clone(&hp), a.id().to_owned());
+        thread::spawn(move || {
+            let start = Instant::now();
+            (hp.tools(OWNER, &id), start.elapsed())
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    let second = hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}));
+    let took = start.elapsed();
+    let (first, first_took) = first.join().unwrap();
+    assert_eq!(first.unwrap_err(), Error::Timeout);
+    assert!(
+        first_took < timeout + Duration::from_secs(2),
+        "{first_took:?}"
+    );
+    let e = second.unwrap_err();
+    assert_eq!(e.code(), "timeout", "{e}");
+    assert!(
+        took < timeout + Duration::from_millis(800),
+        "the second ended {took:?} after it asked, its timeout is {timeout:?}"
+    );
+    assert!(hp.status(OWNER, a.id()).unwrap().is_attached());
 }
 
 /// What a fault must produce.

@@ -472,7 +472,5 @@ pub(crate) fn lock_token() -> Result<String, Error> {
 }
 
 pub(crate) fn lock_timeout(id: &str, wait: Duration) -> Error {
-    store_error(format!(
-        "the lock of attachment {id} was not free within {wait:?}"
-    ))
+    Error::Store(human_plus_core::StoreError::lock_wait(id, wait))
 }
