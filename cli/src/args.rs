@@ -263,7 +263,7 @@ pub struct LinkSourceArgs {
 }
 
 /// Egress: which relay hosts and ports may be reached, and how.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct EgressArgs {
     /// Declare a relay host (repeatable). Egress is never implied by the
     /// relay URL.

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use human_plus_core::{
     EgressPolicy, InvitationLink, LinkOptions, ManagerConfig, Participant, ProxyCredentials,
-    ReceiveLeg, RelayAuth, Secrets, SurfaceAttachment, SurfaceInvitation, TransportConfig,
-    TrustPolicy,
+    ReceiveLeg, RelayAuth, Secrets, SurfaceAttachment, SurfaceInvitation, ToolDefinition,
+    TransportConfig, TrustPolicy,
 };
 use human_plus_runtime::TlsRoots;
 use rustls_pki_types::CertificateDer;
@@ -42,6 +42,10 @@ pub struct Connection {
     /// The secrets this connection holds (the token, the proxy's
     /// credentials), to redact by exact value wherever a text goes.
     pub secrets: Secrets,
+    /// The definitions the person reviewed (a profile's `reviewed.json`)
+    /// that this connection's trust admits, pins included: what the bridge
+    /// offers before the surface has answered. `None` without them.
+    pub reviewed: Option<Vec<ToolDefinition>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -326,6 +330,8 @@ pub struct Resolved {
     pub trust: TrustPolicy,
     /// The egress options (flags over the profile's).
     pub egress: EgressArgs,
+    /// The definitions the person reviewed, when a profile keeps them.
+    pub reviewed: Option<Vec<ToolDefinition>>,
 }
 
 /// Connects with what [`resolve`] (or `join`) found.
@@ -344,6 +350,13 @@ pub fn connect_resolved(
     };
     let fail = |e: &human_plus_core::Error| Failure::from_error(e, &context);
     let trust = resolved.trust.withhold_changed_pins(withhold_changed_pins);
+    // Judged by the trust this connection runs under: a reviewed
+    // definition the flags no longer allow, or whose pin changed, is not
+    // offered from here either.
+    let reviewed = resolved
+        .reviewed
+        .and_then(|tools| trust.admit(tools).ok())
+        .map(|admission| admission.admitted);
     let transport = TransportConfig::default()
         .receive_leg(receive_leg(transport_args.transport))
         .timeout(timeout(transport_args.timeout)?)
@@ -372,6 +385,7 @@ pub fn connect_resolved(
         attachment,
         context,
         secrets,
+        reviewed,
     })
 }
 
@@ -590,10 +604,12 @@ pub fn resolve(
         )
         .map_err(|e| invalid(e, relay))?
     };
+    let reviewed = profile.and_then(|p| p.reviewed);
     Ok(Resolved {
         invitation,
         trust,
         egress,
+        reviewed,
     })
 }
 

@@ -251,6 +251,7 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
             invitation,
             trust,
             egress: egress.clone(),
+            reviewed: None,
         },
         &args.transport,
         Participant::new("human-plus-join", "Human+ join", "#7c3aed"),
@@ -317,7 +318,8 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
         allow: trusted,
         egress: profile_egress,
     };
-    let saved = profile::save(&name, &doc, &token, pins.as_ref())?;
+    let rejoining = dir.join(profile::PROFILE_FILE).exists();
+    let saved = profile::save(&name, &doc, &token, pins.as_ref(), Some(&discovery.tools))?;
     debug_assert_eq!(saved, dir);
     let mut out = String::new();
     let _ = writeln!(
@@ -330,6 +332,12 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
             "; no pins"
         }
     );
+    if rejoining {
+        let _ = writeln!(
+            out,
+            "A bridge already running under {name} (`human-plus mcp --profile {name}` in your MCP client) picks this link up without a restart."
+        );
+    }
     out.push_str(&client_lines(&name));
     say(&out)?;
 

@@ -27,6 +27,7 @@ mod console;
 pub mod demo;
 pub mod digest;
 pub mod exit;
+pub mod follow;
 pub mod join;
 pub mod logs;
 pub mod mcp;
@@ -89,17 +90,24 @@ pub fn run(cli: Cli) -> u8 {
 }
 
 fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
-    let connection = connect::connect_bridge(&args.connect, !args.no_warm)?;
+    let follow = follow::Follow::new(&args.connect, !args.no_warm)?;
+    let connection = follow.connect()?;
     eprintln!(
-        "human-plus mcp: attached to surface {} ({} runtime, {} transport); serving MCP on stdio",
-        human_plus_core::surface_label(connection.attachment.invitation().surface_id()),
+        "human-plus mcp: attached to surface {} ({} runtime, {} transport); serving MCP on stdio{}",
+        exit::printable(human_plus_core::surface_label(
+            connection.attachment.invitation().surface_id()
+        )),
         args.connect.transport.runtime.as_str(),
-        args.connect.transport.transport.as_str()
+        args.connect.transport.transport.as_str(),
+        follow
+            .profile_name()
+            .map(|name| format!(", following profile {name}"))
+            .unwrap_or_default()
     );
-    // Kept here, so the manager (and the runtime it may own) is dropped on
-    // this thread, after the bridge's runtime has stopped.
-    let agent = std::sync::Arc::clone(&connection.agent);
-    let bridge = mcp::Bridge::new(connection);
+    let bridge = mcp::Bridge::following(connection, follow);
+    // Kept here, so the manager serving at the end (and the runtime it may
+    // own) is dropped on this thread, after the bridge's runtime stopped.
+    let keeper = bridge.keeper();
     if !args.no_warm {
         drop(bridge.prefetch());
     }
@@ -111,7 +119,11 @@ fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
     // The standard input's reader thread may be blocked in a read: do not
     // wait for it.
     runtime.shutdown_background();
-    drop(agent);
+    let last = keeper
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    drop(last);
     served.map_err(|e| Failure::internal(format!("stdio failed: {e}")))
 }
 

@@ -37,11 +37,12 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Discovery, Error, PERSON_ACTIVE_NOTE, ResultGuard, Secrets, Seen, ToolRefusal, feed_answer,
-    is_change_feed_tool, is_plain_identifier, redact_text,
+    Discovery, Error, PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE, ResultGuard, Secrets,
+    Seen, ToolDefinition, ToolRefusal, feed_answer, is_change_feed_tool, is_plain_identifier,
+    redact_text,
 };
 use human_plus_runtime::OsEntropy;
 use rmcp::model::{
@@ -59,6 +60,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::agent::Agent;
 use crate::connect::Connection;
+use crate::follow::Follow;
 
 /// The protocol versions served: `initialize` for the first four,
 /// `server/discover` and per-request `_meta` for 2026-07-28.
@@ -111,23 +113,78 @@ const INSTRUCTIONS: &str = "These tools belong to a live application surface tha
 type Log = Box<dyn FnMut(&str) + Send>;
 type Job = Box<dyn FnOnce(&Shared) + Send>;
 
-/// The MCP server's state: the manager and the attachment it serves.
+/// The MCP server's state: the manager and the attachment it serves, and
+/// how it joins the surface again.
 pub struct Bridge {
     shared: Arc<Shared>,
 }
 
-struct Shared {
+/// What the bridge is joined to now. Replaced, whole, when it joins again.
+#[derive(Clone)]
+struct Upstream {
     agent: Arc<dyn Agent>,
     owner: String,
     attachment: String,
-    /// What every text handed to the client is redacted of, by exact value.
-    secrets: Secrets,
-    /// The one budget every answer is bounded by, framing included.
-    guard: ResultGuard,
     /// The surface id, for the frames the bridge makes itself.
     surface: String,
+    /// The relay and session, and the token: another means a new session.
+    session: Option<(String, String, String)>,
+}
+
+impl Upstream {
+    fn of(connection: &Connection) -> Upstream {
+        let invitation = connection.attachment.invitation();
+        Upstream {
+            agent: Arc::clone(&connection.agent),
+            owner: connection.owner.clone(),
+            attachment: connection.attachment.id().to_owned(),
+            surface: invitation.surface_id().to_owned(),
+            session: Some((
+                invitation.relay_url().to_owned(),
+                invitation.session_id().to_owned(),
+                invitation.token().expose().to_owned(),
+            )),
+        }
+    }
+}
+
+struct Shared {
+    up: Mutex<Upstream>,
+    /// How to join again; `None` (tests) never joins again.
+    follow: Option<Mutex<Follow>>,
+    /// The current manager, for the thread that ends the process: a
+    /// manager may own a runtime, which must not be dropped inside
+    /// another's.
+    keep: Arc<Mutex<Option<Arc<dyn Agent>>>>,
+    /// What every text handed to the client is redacted of, by exact
+    /// value: the secrets of every connection the bridge made.
+    secrets: Mutex<Vec<Secrets>>,
+    /// The one budget every answer is bounded by, framing included.
+    guard: ResultGuard,
+    /// The exchange timeout, for the words of a timeout.
+    timeout: Duration,
     log: Mutex<Log>,
     state: Mutex<State>,
+}
+
+/// Why the current attachment cannot go on, and when to try again.
+struct Lost {
+    /// The error that ended it (410, 401, not attached).
+    error: Error,
+    /// When the same session is tried again, unless the profile changes.
+    next_try: Instant,
+    /// The wait before the try after that (doubling, at most
+    /// [`RETRY_MAX`]).
+    backoff: Duration,
+}
+
+/// How the bridge joined again, for the note of the next result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rejoined {
+    /// A new session: nothing read or pinned before carries over.
+    NewSession,
+    /// The same session, after it was lost.
+    SameSession,
 }
 
 #[derive(Default)]
@@ -135,6 +192,18 @@ struct State {
     /// The admitted listing the client was last given or told of, name →
     /// digest; `None` until its first `tools/list`.
     given: Option<BTreeMap<String, String>>,
+    /// The tools the client was last given, to answer `tools/list` from
+    /// while the surface cannot be asked.
+    given_tools: Vec<Tool>,
+    /// The definitions the person reviewed that trust admits: offered
+    /// until a live listing is known.
+    reviewed: Option<Vec<ToolDefinition>>,
+    /// A live listing completed on the current attachment.
+    live: bool,
+    /// The current attachment cannot go on.
+    lost: Option<Lost>,
+    /// The next result carries a note that the bridge joined again.
+    rejoined: Option<Rejoined>,
     /// A person acted on the surface since the model's last result.
     person: bool,
     /// A call ended: once its result is on its way, act on a list change
@@ -142,6 +211,8 @@ struct State {
     after_call: bool,
     /// A list change seen during a call, acted on after its result.
     list_changed: bool,
+    /// When the profile's files were last looked at.
+    looked: Option<Instant>,
     /// The client's session, once it is served.
     peer: Option<Peer<RoleServer>>,
     /// Open `subscriptions/listen` streams (2026-07-28).
@@ -153,27 +224,53 @@ struct State {
 impl std::fmt::Debug for Bridge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bridge")
-            .field("attachment", &self.shared.attachment)
+            .field("attachment", &lock(&self.shared.up).attachment)
             .finish_non_exhaustive()
     }
 }
 
+/// The shortest wait before an attachment that cannot go on is tried
+/// again on the same session.
+const RETRY_MIN: Duration = Duration::from_secs(2);
+/// The longest.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+/// How often the profile's files are looked at (their metadata only).
+const LOOK_EVERY: Duration = Duration::from_millis(500);
+
 impl Bridge {
-    /// A bridge over an attached connection, logging to stderr.
+    /// A bridge over an attached connection, logging to stderr. It never
+    /// joins again: [`Bridge::following`] does.
     #[must_use]
     pub fn new(connection: Connection) -> Self {
-        let Connection {
-            agent,
-            owner,
-            attachment,
-            secrets,
-            ..
-        } = connection;
-        let surface = attachment.invitation().surface_id().to_owned();
-        let mut bridge = Bridge::from_parts(agent, owner, attachment.id().to_owned());
+        Bridge::build(connection, None)
+    }
+
+    /// A bridge over an attached connection that follows `follow`: when
+    /// the attachment can no longer go on (410, 401, detached) or the
+    /// profile's files change, it reads them again and joins what they
+    /// name, without a restart.
+    #[must_use]
+    pub fn following(connection: Connection, follow: Follow) -> Self {
+        Bridge::build(connection, Some(follow))
+    }
+
+    fn build(connection: Connection, follow: Option<Follow>) -> Self {
+        let up = Upstream::of(&connection);
+        let timeout = follow.as_ref().map_or(
+            human_plus_core::TransportConfig::default().timeout,
+            Follow::timeout,
+        );
+        let mut bridge = Bridge::from_parts(
+            Arc::clone(&connection.agent),
+            connection.owner.clone(),
+            connection.attachment.id().to_owned(),
+        );
         if let Some(shared) = Arc::get_mut(&mut bridge.shared) {
-            shared.secrets = secrets;
-            shared.surface = surface;
+            *lock(&shared.up) = up;
+            shared.follow = follow.map(Mutex::new);
+            *lock(&shared.secrets) = vec![connection.secrets];
+            shared.timeout = timeout;
+            lock(&shared.state).reviewed = connection.reviewed;
         }
         bridge
     }
@@ -182,10 +279,8 @@ impl Bridge {
     /// text it hands the client and every log line (tests; [`Bridge::new`]
     /// takes the connection's).
     #[must_use]
-    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.secrets = secrets;
-        }
+    pub fn with_secrets(self, secrets: Secrets) -> Self {
+        lock(&self.shared.secrets).push(secrets);
         self
     }
 
@@ -193,14 +288,21 @@ impl Bridge {
     /// logging to stderr.
     #[must_use]
     pub fn from_parts(agent: Arc<dyn Agent>, owner: String, attachment: String) -> Self {
+        let keep = Arc::new(Mutex::new(Some(Arc::clone(&agent))));
         Bridge {
             shared: Arc::new(Shared {
-                agent,
-                owner,
-                attachment,
-                secrets: Secrets::none(),
+                up: Mutex::new(Upstream {
+                    agent,
+                    owner,
+                    attachment,
+                    surface: String::new(),
+                    session: None,
+                }),
+                follow: None,
+                keep,
+                secrets: Mutex::new(Vec::new()),
                 guard: ResultGuard::default(),
-                surface: String::new(),
+                timeout: human_plus_core::TransportConfig::default().timeout,
                 log: Mutex::new(Box::new(|line| {
                     eprintln!(
                         "human-plus mcp: {}",
@@ -223,22 +325,31 @@ impl Bridge {
         self
     }
 
+    /// The manager the bridge serves with when it ends (it may have joined
+    /// again since it started), for the caller to drop on a thread outside
+    /// any runtime once [`Bridge::serve_io`] returned.
+    #[must_use]
+    pub fn keeper(&self) -> Arc<Mutex<Option<Arc<dyn Agent>>>> {
+        Arc::clone(&self.shared.keep)
+    }
+
     /// Starts discovery now, on a thread of its own: with a warm attachment
     /// the receive leg opens and `initialize` and the first `tools/list`
     /// run while the client is still starting, so its own `tools/list`
-    /// finds the listing kept (no round trip). The client's requests wait
-    /// for it behind the attachment's lock.
+    /// finds the listing kept (no round trip). With the definitions the
+    /// person reviewed, the client's first `tools/list` is answered from
+    /// them at once, and what this discovery finds is compared with them
+    /// (the client is told when they differ). Without them, the client's
+    /// requests wait for it, for at most their own timeout.
     pub fn prefetch(&self) -> std::thread::JoinHandle<()> {
         let shared = Arc::clone(&self.shared);
-        std::thread::spawn(move || {
-            let _ = shared.agent.tools(&shared.owner, &shared.attachment);
-        })
+        std::thread::spawn(move || shared.discover())
     }
 
     /// Serves MCP over `read` and `write` until `read` ends (or the client
     /// goes away). Surface operations run one at a time, in order, on a
-    /// thread of the bridge's own, which also watches the kept leg between
-    /// requests.
+    /// thread of the bridge's own, which also watches the kept leg and the
+    /// profile between requests.
     ///
     /// # Errors
     /// When the bridge's thread cannot be started.
@@ -277,7 +388,8 @@ impl Bridge {
 }
 
 /// The bridge's thread: runs the jobs in order, and reads what the kept leg
-/// showed after each and whenever nothing ran for a while.
+/// showed (and looks at the profile) after each and whenever nothing ran
+/// for a while.
 fn work(shared: &Shared, queue: &mpsc::Receiver<Job>) {
     loop {
         match queue.recv_timeout(WATCH_EVERY) {
@@ -293,25 +405,96 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether `error` means the attachment can never go on: the relay's 410
+/// or 401, or an attachment no longer attached.
+fn ends_attachment(error: &Error) -> bool {
+    error.is_terminal() || matches!(error, Error::NotAttached(_))
+}
+
 impl Shared {
     fn log(&self, line: &str) {
-        let line = self.secrets.redact(line);
+        let line = self.redact(line);
         (lock(&self.log))(&line);
     }
 
-    /// The text a model reads for `error`, redacted of this bridge's
-    /// secrets by exact value.
-    fn error_text(&self, error: &Error) -> String {
-        self.secrets.redact(&error_text(error)).into_owned()
+    /// `text` redacted of every secret the bridge holds, by exact value.
+    fn redact(&self, text: &str) -> String {
+        let secrets = lock(&self.secrets);
+        let mut out = text.to_owned();
+        for s in secrets.iter() {
+            out = s.redact(&out).into_owned();
+        }
+        out
     }
 
-    /// Acts on what the receive legs showed since last asked, and on what
-    /// the last call left for after its result (so the result does not wait
-    /// for a re-list or a comparison).
+    /// The attachment served now.
+    fn up(&self) -> Upstream {
+        lock(&self.up).clone()
+    }
+
+    /// The text a model reads for `error`, redacted of this bridge's
+    /// secrets by exact value, with what the person can do when the
+    /// surface cannot be reached.
+    fn error_text(&self, error: &Error, call: bool) -> String {
+        let remedy = self
+            .follow
+            .as_ref()
+            .map(|f| lock(f).remedy())
+            .unwrap_or_default();
+        let text = match error {
+            e if ends_attachment(e) => format!(
+                "{}: {} This Human+ bridge can no longer reach the surface: {} {remedy}",
+                e.code(),
+                e,
+                match e {
+                    Error::SurfaceUnavailable => "the page ended its session (it was closed, reloaded into a new one, or the relay forgot it).",
+                    Error::AttachmentUnauthorized(_) => "the relay no longer accepts this link's token.",
+                    _ => "its attachment has ended.",
+                }
+            )
+            .trim_end()
+            .to_owned(),
+            Error::Timeout => format!(
+                "{}: {} The surface did not answer within {} s: its page may be closed or not responding.{} If the user closed the page, they can open it again and share a new link. {remedy}",
+                error.code(),
+                error,
+                self.timeout.as_secs_f64(),
+                if call {
+                    " If this call was a write, it may or may not have been applied: read before deciding."
+                } else {
+                    ""
+                }
+            )
+            .trim_end()
+            .to_owned(),
+            Error::ToolRefused(ToolRefusal::PinChanged(_)) => match self
+                .follow
+                .as_ref()
+                .and_then(|f| lock(f).profile_name().map(str::to_owned))
+            {
+                Some(name) => format!(
+                    "{} The tool is withheld until the person reviews the change: they can run `human-plus review {name}`, and this bridge serves the tool again once they accept it.",
+                    error_text(error)
+                ),
+                None => error_text(error),
+            },
+            e => error_text(e),
+        };
+        self.redact(&text)
+    }
+
+    /// Acts on what the receive legs showed since last asked, on what the
+    /// last call left for after its result (so the result does not wait
+    /// for a re-list or a comparison), and on the profile's files.
     fn watch(&self) {
-        let mut seen = self
+        self.follow_profile();
+        if lock(&self.state).lost.is_some() {
+            return;
+        }
+        let up = self.up();
+        let mut seen = up
             .agent
-            .take_seen(&self.owner, &self.attachment)
+            .take_seen(&up.owner, &up.attachment)
             .unwrap_or_default();
         let (after_call, list_changed, given) = {
             let mut state = lock(&self.state);
@@ -330,13 +513,177 @@ impl Shared {
             && !relists
             && given
             && matches!(
-                self.agent
-                    .listing_current_for(&self.owner, &self.attachment),
+                up.agent.listing_current_for(&up.owner, &up.attachment),
                 Ok(Some(_))
             )
-            && let Ok(d) = self.agent.tools(&self.owner, &self.attachment)
+            && let Ok(d) = up.agent.tools(&up.owner, &up.attachment)
         {
             self.compare(&d);
+        }
+    }
+
+    /// Joins again when the profile's files changed, or when the current
+    /// attachment cannot go on and its next try is due. Runs on the
+    /// bridge's thread, before each request and between them.
+    fn follow_profile(&self) {
+        let Some(follow) = &self.follow else { return };
+        let now = Instant::now();
+        let changed = {
+            let mut state = lock(&self.state);
+            let due = state.looked.is_none_or(|t| now >= t + LOOK_EVERY);
+            if due {
+                state.looked = Some(now);
+            }
+            due && lock(follow).files_changed()
+        };
+        let retry = lock(&self.state)
+            .lost
+            .as_ref()
+            .is_some_and(|l| now >= l.next_try);
+        if changed {
+            self.log("the profile changed: reading it again");
+            self.rejoin(true);
+        } else if retry {
+            self.rejoin(false);
+        }
+    }
+
+    /// Reads the profile (or flags) again and joins what it names: a new
+    /// manager and attachment, discovery through its trust and pins, the
+    /// client told when the admitted tools differ, and the next result's
+    /// note saying the bridge joined again. `changed`: the profile's files
+    /// changed (a new link, new trust); else the attachment was lost and
+    /// the same session is tried again.
+    fn rejoin(&self, changed: bool) {
+        let Some(follow) = &self.follow else { return };
+        let connection = match lock(follow).connect() {
+            Ok(c) => c,
+            Err(f) => {
+                self.log(&format!("cannot join again: {}", f.message));
+                self.retry_later();
+                return;
+            }
+        };
+        crate::logs::hide(&connection.secrets);
+        lock(&self.secrets).push(connection.secrets.clone());
+        let next = Upstream::of(&connection);
+        let was = self.up();
+        let same_session = next.session == was.session;
+        let lost = lock(&self.state).lost.is_some();
+        if !changed && !lost {
+            return;
+        }
+        self.log(&format!(
+            "joining {} ({})",
+            if same_session {
+                "the same session again"
+            } else {
+                "a new session"
+            },
+            if changed {
+                "the profile changed"
+            } else {
+                "the attachment was lost"
+            }
+        ));
+        let discovery = next.agent.tools(&next.owner, &next.attachment);
+        if let Err(e) = &discovery
+            && same_session
+            && ends_attachment(e)
+        {
+            // The same session is still gone: try again later.
+            self.log(&format!("the session is still unavailable ({})", e.code()));
+            self.retry_later();
+            return;
+        }
+        // A session the person named by writing the profile is followed
+        // even before its page answers; the calls say what happens there.
+        if same_session && !lost {
+            // New trust or egress on the same session: what was read stays
+            // meaningful, and the revision seen is carried over.
+            if let Ok(record) = was.agent.status(&was.owner, &was.attachment)
+                && let Some(revision) = record.revision()
+            {
+                let _ = crate::agent::store_revision(
+                    next.agent.as_ref(),
+                    &next.attachment,
+                    revision.token(),
+                    revision.observed_from(),
+                );
+            }
+        }
+        *lock(&self.keep) = Some(Arc::clone(&next.agent));
+        *lock(&self.up) = next;
+        {
+            let mut state = lock(&self.state);
+            state.lost = None;
+            state.live = false;
+            state.reviewed = connection.reviewed;
+            if !same_session || lost {
+                state.rejoined = Some(if same_session {
+                    Rejoined::SameSession
+                } else {
+                    Rejoined::NewSession
+                });
+            }
+        }
+        self.after_discovery(discovery);
+    }
+
+    /// The current attachment stays lost; its next try waits longer.
+    fn retry_later(&self) {
+        let mut state = lock(&self.state);
+        if let Some(lost) = &mut state.lost {
+            lost.next_try = Instant::now() + lost.backoff;
+            lost.backoff = (lost.backoff * 2).min(RETRY_MAX);
+        }
+    }
+
+    /// Notes that `error` ended the current attachment (a no-op for any
+    /// other error).
+    fn note_error(&self, error: &Error) {
+        if !ends_attachment(error) {
+            return;
+        }
+        let mut state = lock(&self.state);
+        if state.lost.is_none() {
+            state.lost = Some(Lost {
+                error: error.clone(),
+                next_try: Instant::now(),
+                backoff: RETRY_MIN,
+            });
+            drop(state);
+            self.log(&format!(
+                "the attachment cannot go on ({}): {}",
+                error.code(),
+                if self.follow.is_some() {
+                    "the bridge joins again when the session comes back or the profile names a new one"
+                } else {
+                    "nothing to join again"
+                }
+            ));
+        }
+    }
+
+    /// Discovery on the current attachment, on the calling thread.
+    fn discover(&self) {
+        let up = self.up();
+        let discovery = up.agent.tools(&up.owner, &up.attachment);
+        self.after_discovery(discovery);
+    }
+
+    /// What a live discovery found: the client told when the admitted
+    /// tools differ from what it was given; an attachment that ended noted.
+    fn after_discovery(&self, discovery: Result<Discovery, Error>) {
+        match discovery {
+            Ok(d) => {
+                lock(&self.state).live = true;
+                self.compare(&d);
+            }
+            Err(e) => {
+                self.log(&format!("discovery failed: {}", e.code()));
+                self.note_error(&e);
+            }
         }
     }
 
@@ -354,8 +701,10 @@ impl Shared {
         self.note_person(seen.person_active);
         if seen.list_changed && lock(&self.state).given.is_some() {
             self.log("the surface's tools changed: listing again");
-            if let Ok(discovery) = self.agent.tools(&self.owner, &self.attachment) {
-                self.compare(&discovery);
+            let up = self.up();
+            match up.agent.tools(&up.owner, &up.attachment) {
+                Ok(discovery) => self.compare(&discovery),
+                Err(e) => self.note_error(&e),
             }
         }
     }
@@ -363,12 +712,13 @@ impl Shared {
     /// Compares `discovery` with what the client was given, and tells the
     /// client when the admitted listing changed.
     fn compare(&self, discovery: &Discovery) {
-        let now = digests(discovery);
+        let now = digests(&discovery.tools);
         let changed = {
             let mut state = lock(&self.state);
             match &state.given {
                 Some(given) if *given != now => {
                     state.given = Some(now);
+                    state.given_tools = tools_of(&discovery.tools);
                     true
                 }
                 _ => false,
@@ -411,15 +761,39 @@ impl Shared {
     }
 
     /// `tools/list`: the admitted tools, and how long the listing stays
-    /// provably current.
+    /// provably current. Before a live listing is known, the definitions
+    /// the person reviewed answer at once; while the surface cannot be
+    /// asked (the attachment ended, the page does not answer), what the
+    /// client was last given does.
     fn list(&self) -> Result<(Vec<Tool>, Option<Duration>), Error> {
-        let discovery = match self.agent.tools(&self.owner, &self.attachment) {
+        self.follow_profile();
+        let (lost, live, reviewed) = {
+            let state = lock(&self.state);
+            (state.lost.is_some(), state.live, state.reviewed.clone())
+        };
+        if !live && let Some(reviewed) = reviewed {
+            self.log(&format!(
+                "tools/list: {} reviewed definitions, answered before the surface was asked",
+                reviewed.len()
+            ));
+            return Ok((self.give(&reviewed), None));
+        }
+        if lost {
+            return self.list_as_given("the attachment cannot go on");
+        }
+        let up = self.up();
+        let discovery = match up.agent.tools(&up.owner, &up.attachment) {
             Ok(d) => d,
             Err(e) => {
                 self.log(&format!("tools/list failed: {}", e.code()));
+                self.note_error(&e);
+                if lock(&self.state).given.is_some() {
+                    return self.list_as_given(e.code());
+                }
                 return Err(e);
             }
         };
+        lock(&self.state).live = true;
         let changed_pins: Vec<&str> = discovery
             .withheld
             .iter()
@@ -444,35 +818,48 @@ impl Shared {
                 )
             }
         ));
-        lock(&self.state).given = Some(digests(&discovery));
-        let tools = discovery
-            .tools
-            .iter()
-            .map(|t| {
-                let schema = match t.input_schema() {
-                    Value::Object(o) => o.clone(),
-                    _ => JsonObject::new(),
-                };
-                Tool::new(t.name().to_owned(), t.description().to_owned(), schema)
-            })
-            .collect();
-        let current = self
+        let tools = self.give(&discovery.tools);
+        let current = up
             .agent
-            .listing_current_for(&self.owner, &self.attachment)
+            .listing_current_for(&up.owner, &up.attachment)
             .ok()
             .flatten();
         Ok((tools, current))
     }
 
+    /// Records `tools` as what the client is given, and returns them.
+    fn give(&self, tools: &[ToolDefinition]) -> Vec<Tool> {
+        let given = tools_of(tools);
+        let mut state = lock(&self.state);
+        state.given = Some(digests(tools));
+        state.given_tools.clone_from(&given);
+        given
+    }
+
+    /// What the client was last given, when the surface cannot be asked.
+    fn list_as_given(&self, why: &str) -> Result<(Vec<Tool>, Option<Duration>), Error> {
+        let tools = lock(&self.state).given_tools.clone();
+        self.log(&format!(
+            "tools/list: answered with the {} tools last given ({why})",
+            tools.len()
+        ));
+        Ok((tools, None))
+    }
+
     /// `tools/call`: the result the model reads, refusals included.
     fn call(&self, name: &str, arguments: Value, timeout: Option<Duration>) -> CallToolResult {
+        self.follow_profile();
         let shown = crate::exit::printable(name);
         let mut meta = Map::new();
-        let outcome: Result<String, Error> = if is_change_feed_tool(name) {
-            match self.agent.changes_since(&self.owner, &self.attachment) {
+        let up = self.up();
+        let lost = lock(&self.state).lost.as_ref().map(|l| l.error.clone());
+        let outcome: Result<String, Error> = if let Some(error) = lost {
+            Err(error)
+        } else if is_change_feed_tool(name) {
+            match up.agent.changes_since(&up.owner, &up.attachment) {
                 Ok(changes) if changes.answered() => {
                     self.log(&format!("tools/call {shown}: the change feed answered"));
-                    feed_answer(&changes, &self.guard, &self.surface, name, &mut OsEntropy)
+                    feed_answer(&changes, &self.guard, &up.surface, name, &mut OsEntropy)
                 }
                 Ok(_) => Err(Error::ToolRefused(ToolRefusal::NotOffered(name.to_owned()))),
                 Err(e) => Err(e),
@@ -480,12 +867,10 @@ impl Shared {
         } else {
             let result = match timeout {
                 Some(t) => {
-                    self.agent
-                        .call_with_timeout(&self.owner, &self.attachment, name, arguments, t)
+                    up.agent
+                        .call_with_timeout(&up.owner, &up.attachment, name, arguments, t)
                 }
-                None => self
-                    .agent
-                    .call(&self.owner, &self.attachment, name, arguments),
+                None => up.agent.call(&up.owner, &up.attachment, name, arguments),
             };
             match result {
                 Ok(result) => {
@@ -515,37 +900,51 @@ impl Shared {
                     }
                     Ok(result.text)
                 }
-                Err(e) => Err(self.refusal_of(name, e)),
+                Err(e) => Err(self.refusal_of(&up, name, e)),
             }
         };
+        if let Err(e) = &outcome {
+            self.note_error(e);
+        }
         // What the call's leg showed: a person's activity goes into this
         // result; a list change is acted on once the result is sent (the
         // thread's next `watch`).
-        let seen = self
+        let seen = up
             .agent
-            .take_seen(&self.owner, &self.attachment)
+            .take_seen(&up.owner, &up.attachment)
             .unwrap_or_default();
         self.note_person(seen.person_active);
-        let person = {
+        let (person, rejoined) = {
             let mut state = lock(&self.state);
             state.after_call = true;
             state.list_changed |= seen.list_changed;
-            std::mem::take(&mut state.person)
+            (std::mem::take(&mut state.person), state.rejoined.take())
         };
-        let mut content = Vec::new();
+        let mut notes: Vec<&'static str> = Vec::new();
+        match rejoined {
+            Some(Rejoined::NewSession) => {
+                meta.insert("rejoined".into(), Value::from("new_session"));
+                notes.push(REJOINED_NOTE);
+            }
+            Some(Rejoined::SameSession) => {
+                meta.insert("rejoined".into(), Value::from("same_session"));
+                notes.push(RECONNECTED_NOTE);
+            }
+            None => {}
+        }
         if person {
             meta.insert("personActive".into(), Value::Bool(true));
-            content.push(ContentBlock::text(PERSON_ACTIVE_NOTE));
+            notes.push(PERSON_ACTIVE_NOTE);
         }
-        let note = person.then_some(PERSON_ACTIVE_NOTE);
-        // Everything this result hands the model, the note included, is
+        let mut content: Vec<ContentBlock> = notes.iter().map(|n| ContentBlock::text(*n)).collect();
+        // Everything this result hands the model, the notes included, is
         // bounded by the one budget; over it, Human+'s refusal alone.
         let outcome = match outcome {
             Ok(text) => {
-                let text = self.secrets.redact(&text).into_owned();
+                let text = self.redact(&text);
                 match self
                     .guard
-                    .check_answer(note.into_iter().chain([text.as_str()]))
+                    .check_answer(notes.iter().copied().chain([text.as_str()]))
                 {
                     Ok(()) => Ok(text),
                     Err(e) => Err(e),
@@ -560,10 +959,10 @@ impl Shared {
             }
             Err(e) => {
                 self.log(&format!("tools/call {shown}: {}", e.code()));
-                let mut text = self.error_text(&e);
+                let mut text = self.error_text(&e, true);
                 if self
                     .guard
-                    .check_answer(note.into_iter().chain([text.as_str()]))
+                    .check_answer(notes.iter().copied().chain([text.as_str()]))
                     .is_err()
                 {
                     let over = Error::ToolRefused(ToolRefusal::OverBudget {
@@ -588,11 +987,11 @@ impl Shared {
     /// A call refused because the tool is not in the listing: when the
     /// listing withholds it because its pin no longer matches, the pin's
     /// refusal (what the model must read), not "not offered".
-    fn refusal_of(&self, name: &str, e: Error) -> Error {
+    fn refusal_of(&self, up: &Upstream, name: &str, e: Error) -> Error {
         if !matches!(&e, Error::ToolRefused(ToolRefusal::NotOffered(n)) if n == name) {
             return e;
         }
-        match self.agent.tools(&self.owner, &self.attachment) {
+        match up.agent.tools(&up.owner, &up.attachment) {
             Ok(d) => {
                 let changed = d
                     .withheld
@@ -610,11 +1009,24 @@ impl Shared {
     }
 }
 
-fn digests(discovery: &Discovery) -> BTreeMap<String, String> {
-    discovery
-        .tools
+fn digests(tools: &[ToolDefinition]) -> BTreeMap<String, String> {
+    tools
         .iter()
         .map(|t| (t.name().to_owned(), t.digest()))
+        .collect()
+}
+
+/// The MCP tools of admitted definitions.
+fn tools_of(tools: &[ToolDefinition]) -> Vec<Tool> {
+    tools
+        .iter()
+        .map(|t| {
+            let schema = match t.input_schema() {
+                Value::Object(o) => o.clone(),
+                _ => JsonObject::new(),
+            };
+            Tool::new(t.name().to_owned(), t.description().to_owned(), schema)
+        })
         .collect()
 }
 
@@ -721,10 +1133,7 @@ impl ServerHandler for Handler {
                 Ok(result)
             }
             Err(e) => Err(McpError::internal_error(
-                self.shared
-                    .secrets
-                    .redact(&format!("{}: {}", e.code(), first_line(&error_text(&e))))
-                    .into_owned(),
+                first_line(&self.shared.error_text(&e, false)).to_owned(),
                 Some(json!({"code": e.code()})),
             )),
         }
@@ -999,13 +1408,8 @@ pub fn error_text(error: &Error) -> String {
     match error {
         Error::SurfaceChangedUnderYou(refusal) => refusal.to_string(),
         Error::ToolFailed { framed } => framed.clone(),
-        Error::NotAttached(_) => format!(
-            "{}: {} This Human+ bridge can no longer reach the surface: stop using its tools and tell the user the session has ended; a new invitation is needed to rejoin.",
-            error.code(),
-            error
-        ),
-        e if e.is_terminal() => format!(
-            "{}: {} This Human+ bridge can no longer reach the surface: stop using its tools and tell the user the session has ended; a new invitation is needed to rejoin.",
+        e if e.is_terminal() || matches!(e, Error::NotAttached(_)) => format!(
+            "{}: {} This Human+ bridge can no longer reach the surface: tell the user the session has ended; a new invitation is needed to join it again.",
             e.code(),
             e
         ),
@@ -1249,10 +1653,12 @@ mod tests {
                 json!({"human-plus/timeoutMs": "soon"}),
             ),
             call("stale", "stale", json!({})),
-            call("gone", "gone", json!({})),
             call("pin", "sheet_set_cell", json!({})),
+            // Last: once the session is gone, every call says so.
+            call("gone", "gone", json!({})),
+            call("after", "sheet_get_cell", json!({})),
         ];
-        let r = exchange(Arc::clone(&agent), lines(&frames), 8);
+        let r = exchange(Arc::clone(&agent), lines(&frames), 9);
         let l = by_id(&r, &json!("l"));
         assert_eq!(
             l["result"]["tools"][0]["inputSchema"],
@@ -1280,6 +1686,10 @@ mod tests {
                 .unwrap()
                 .starts_with("surface_unavailable:")
         );
+        // The session being gone, the next call is answered so without
+        // being sent (the bridge joins again when something changes).
+        let after = by_id(&r, &json!("after"));
+        assert_eq!(after["result"]["_meta"]["code"], "surface_unavailable");
         // A tool withheld for its pin is refused with the pin's text.
         let pin = by_id(&r, &json!("pin"));
         assert_eq!(pin["result"]["_meta"]["code"], "tool_refused");

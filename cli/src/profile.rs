@@ -30,8 +30,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use human_plus_core::{
-    IpNet, is_valid_profile_name, profile_file_mode_is_safe, profile_file_owner_is_safe,
-    token_file_mode_is_private,
+    IpNet, ToolDefinition, is_valid_profile_name, profile_file_mode_is_safe,
+    profile_file_owner_is_safe, token_file_mode_is_private,
 };
 use serde::{Deserialize, Serialize};
 
@@ -247,6 +247,101 @@ pub struct Loaded {
     pub profile: Profile,
     /// `pins.json`, when it exists.
     pub pins: Option<BTreeMap<String, String>>,
+    /// `reviewed.json`, when it exists: the definitions the person
+    /// reviewed (with `join` or `review`), in the surface's order.
+    pub reviewed: Option<Vec<ToolDefinition>>,
+}
+
+/// `reviewed.json`: the definitions a person reviewed, as the surface
+/// listed them (name, description, input schema: what a digest covers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reviewed {
+    /// The document's version, [`REVIEWED_VERSION`].
+    pub version: u32,
+    /// The definitions.
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// The version of `reviewed.json`.
+pub const REVIEWED_VERSION: u32 = 1;
+
+/// The lock file inside a profile directory: whoever writes the profile's
+/// files holds it exclusively, whoever reads them holds it shared, so a
+/// reader never sees half of a change (`join` or `review` writing trust,
+/// pins and reviewed definitions together).
+pub const LOCK_FILE: &str = ".lock";
+
+/// A profile directory's lock, held while this lives (released on drop).
+/// A no-op on systems without `flock`.
+#[derive(Debug)]
+pub struct ProfileLock {
+    #[cfg(unix)]
+    _file: std::fs::File,
+}
+
+impl ProfileLock {
+    /// Waits for the lock of the profile directory `dir`: `exclusive` to
+    /// write, shared to read.
+    ///
+    /// # Errors
+    /// A failure naming the lock file when it cannot be opened or locked.
+    pub fn take(dir: &Path, exclusive: bool) -> Result<ProfileLock, Failure> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let path = dir.join(LOCK_FILE);
+            let fail = |e: &dyn std::fmt::Display| {
+                Failure::internal(format!("cannot lock {}: {e}", path.display()))
+            };
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| fail(&e))?;
+            let how = if exclusive {
+                rustix::fs::FlockOperation::LockExclusive
+            } else {
+                rustix::fs::FlockOperation::LockShared
+            };
+            rustix::fs::flock(&file, how).map_err(|e| fail(&e))?;
+            Ok(ProfileLock { _file: file })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (dir, exclusive);
+            Ok(ProfileLock {})
+        }
+    }
+}
+
+/// What a profile's files look like on disk (size, modification time and
+/// file identity of each), to notice that `join` or `review` changed them
+/// without reading them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fingerprint(Vec<Option<(u64, Option<std::time::SystemTime>, u64)>>);
+
+impl Fingerprint {
+    /// The fingerprint of the profile in `dir` now.
+    #[must_use]
+    pub fn of(dir: &Path) -> Fingerprint {
+        Fingerprint(
+            [PROFILE_FILE, TOKEN_FILE, PINS_FILE, REVIEWED_FILE]
+                .iter()
+                .map(|name| {
+                    let meta = std::fs::metadata(dir.join(name)).ok()?;
+                    #[cfg(unix)]
+                    let identity = std::os::unix::fs::MetadataExt::ino(&meta);
+                    #[cfg(not(unix))]
+                    let identity = 0;
+                    Some((meta.len(), meta.modified().ok(), identity))
+                })
+                .collect(),
+        )
+    }
 }
 
 impl Loaded {
@@ -277,6 +372,7 @@ pub fn load(name: &str) -> Result<Loaded, Failure> {
         ));
     }
     check_profile_path(&dir, PathKind::Directory)?;
+    let _lock = ProfileLock::take(&dir, false)?;
     let text = read_profile_file(&file)?;
     let profile: Profile = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("profile {name} ({}): {e}", file.display())))?;
@@ -293,11 +389,28 @@ pub fn load(name: &str) -> Result<Loaded, Failure> {
     } else {
         None
     };
-    let reviewed = dir.join(REVIEWED_FILE);
-    if reviewed.exists() {
-        check_profile_path(&reviewed, PathKind::File)?;
-    }
-    Ok(Loaded { dir, profile, pins })
+    let reviewed_path = dir.join(REVIEWED_FILE);
+    let reviewed = if reviewed_path.exists() {
+        let text = read_profile_file(&reviewed_path)?;
+        let doc: Reviewed = serde_json::from_str(&text).map_err(|e| {
+            Failure::usage(format!("profile {name} ({}): {e}", reviewed_path.display()))
+        })?;
+        if doc.version != REVIEWED_VERSION {
+            return Err(Failure::usage(format!(
+                "profile {name}'s {REVIEWED_FILE} has version {}, this human-plus reads version {REVIEWED_VERSION}",
+                doc.version
+            )));
+        }
+        Some(doc.tools)
+    } else {
+        None
+    };
+    Ok(Loaded {
+        dir,
+        profile,
+        pins,
+        reviewed,
+    })
 }
 
 /// What a profile path is, for the permission it must have and the hint
@@ -475,8 +588,9 @@ pub fn create_private_dir(dir: &Path) -> Result<(), Failure> {
         .map_err(|e| Failure::internal(format!("cannot create {}: {e}", dir.display())))
 }
 
-/// Saves profile `name`: `profile.json`, `token` (0600) and `pins.json`
-/// (or removes a stale one when `pins` is `None`). Returns its directory.
+/// Saves profile `name`: `profile.json`, `token` (0600), `pins.json` and
+/// `reviewed.json` (a stale one removed when `None`), under the profile's
+/// lock held exclusively. Returns its directory.
 ///
 /// # Errors
 /// A failure naming the file that could not be written.
@@ -485,35 +599,70 @@ pub fn save(
     profile: &Profile,
     token: &str,
     pins: Option<&BTreeMap<String, String>>,
+    reviewed: Option<&[ToolDefinition]>,
 ) -> Result<PathBuf, Failure> {
     let dir = profile_dir(name)?;
     create_private_dir(&dir)?;
-    let mut doc = serde_json::to_string_pretty(profile)
-        .map_err(|e| Failure::internal(format!("cannot encode the profile: {e}")))?;
-    doc.push('\n');
+    let _lock = ProfileLock::take(&dir, true)?;
     write_atomic(
         &dir.join(TOKEN_FILE),
         format!("{token}\n").as_bytes(),
         0o600,
     )?;
-    write_atomic(&dir.join(PROFILE_FILE), doc.as_bytes(), 0o600)?;
-    let pins_path = dir.join(PINS_FILE);
-    match pins {
-        Some(pins) => {
-            let mut text = serde_json::to_string_pretty(pins)
-                .map_err(|e| Failure::internal(format!("cannot encode the pins: {e}")))?;
-            text.push('\n');
-            write_atomic(&pins_path, text.as_bytes(), 0o600)?;
-        }
-        None => {
-            if pins_path.exists() {
-                std::fs::remove_file(&pins_path).map_err(|e| {
-                    Failure::internal(format!("cannot remove {}: {e}", pins_path.display()))
-                })?;
-            }
-        }
-    }
+    write_trust(&dir, profile, pins, reviewed)?;
     Ok(dir)
+}
+
+/// Writes a profile's `profile.json`, `pins.json` and `reviewed.json`
+/// (removing a stale one given as `None`); the caller holds the profile's
+/// lock exclusively ([`ProfileLock`]), so a reader sees all of it or none.
+///
+/// # Errors
+/// A failure naming the file that could not be written.
+pub fn write_trust(
+    dir: &Path,
+    profile: &Profile,
+    pins: Option<&BTreeMap<String, String>>,
+    reviewed: Option<&[ToolDefinition]>,
+) -> Result<(), Failure> {
+    write_or_remove(
+        &dir.join(PINS_FILE),
+        pins.map(|p| encode("pins", p)).transpose()?,
+    )?;
+    let reviewed = reviewed.map(|tools| Reviewed {
+        version: REVIEWED_VERSION,
+        tools: tools.to_vec(),
+    });
+    write_or_remove(
+        &dir.join(REVIEWED_FILE),
+        reviewed
+            .as_ref()
+            .map(|r| encode("reviewed definitions", r))
+            .transpose()?,
+    )?;
+    // The profile last: its allowlist names what the two files above cover.
+    write_atomic(
+        &dir.join(PROFILE_FILE),
+        encode("profile", profile)?.as_bytes(),
+        0o600,
+    )
+}
+
+fn write_or_remove(path: &Path, text: Option<String>) -> Result<(), Failure> {
+    match text {
+        Some(text) => write_atomic(path, text.as_bytes(), 0o600),
+        None if path.exists() => std::fs::remove_file(path)
+            .map_err(|e| Failure::internal(format!("cannot remove {}: {e}", path.display()))),
+        None => Ok(()),
+    }
+}
+
+/// `value` as pretty JSON ending in a newline.
+fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<String, Failure> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::internal(format!("cannot encode the {what}: {e}")))?;
+    text.push('\n');
+    Ok(text)
 }
 
 #[cfg(test)]

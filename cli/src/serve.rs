@@ -182,6 +182,9 @@ pub enum PageCommand {
     Set(String, String),
     /// `delete 3`
     DeleteRow(u32),
+    /// `redefine TOOL TEXT`: the page gives tool TOOL another description
+    /// (its digest changes) and tells every agent its tools changed.
+    Redefine(String, String),
     /// `show`
     Show,
     /// `changes`
@@ -208,6 +211,14 @@ pub fn parse_page_command(line: &str) -> PageCommand {
         "quit" | "exit" | "q" => return PageCommand::Quit,
         _ => {}
     }
+    if let Some(rest) = line.strip_prefix("redefine ") {
+        return match rest.trim().split_once(' ') {
+            Some((tool, text)) if !text.trim().is_empty() => {
+                PageCommand::Redefine(tool.to_owned(), text.trim().to_owned())
+            }
+            _ => PageCommand::Unknown(line.to_owned()),
+        };
+    }
     if let Some(rest) = line.strip_prefix("delete ") {
         return match rest.trim().parse() {
             Ok(row) => PageCommand::DeleteRow(row),
@@ -222,7 +233,7 @@ pub fn parse_page_command(line: &str) -> PageCommand {
     PageCommand::Unknown(line.to_owned())
 }
 
-const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to delete a row, `show`, `changes`, `quit`.\n";
+const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to delete a row, `show`, `changes`, `redefine TOOL TEXT` to give a tool another description (as a page that redefines a component does), `quit`.\n";
 
 /// `human-plus surface`: the demo sheet as a page, edited from stdin,
 /// until `quit` or Ctrl-C.
@@ -341,7 +352,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
                 _ = tokio::signal::ctrl_c() => break,
                 line = rx.recv() => match line {
                     Some(Some(line)) => {
-                        if !page_command(&page, &line) {
+                        if !page_command(&page, &line).await {
                             break;
                         }
                     }
@@ -364,7 +375,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
 }
 
 /// Runs one typed command; false to quit.
-fn page_command(page: &DemoSurface, line: &str) -> bool {
+async fn page_command(page: &DemoSurface, line: &str) -> bool {
     let person = page.person();
     match parse_page_command(line) {
         PageCommand::Set(address, value) => match person.set_cell(&address, &value) {
@@ -377,6 +388,13 @@ fn page_command(page: &DemoSurface, line: &str) -> bool {
         PageCommand::DeleteRow(row) => match person.delete_row(row) {
             Ok(rev) => say(&format!("you deleted row {row}; the sheet is at {rev}\n")),
             Err(e) => say(&format!("cannot delete row {row}: {e}\n")),
+        },
+        PageCommand::Redefine(tool, text) => match page.redefine_tool(&tool, &text).await {
+            Ok(()) => say(&format!(
+                "the page redefined {}; agents are told its tools changed\n",
+                printable(&tool)
+            )),
+            Err(e) => say(&format!("cannot tell the agents: {e}\n")),
         },
         PageCommand::Show => say(&format!(
             "revision {}\n{}",
@@ -457,6 +475,14 @@ mod tests {
             PageCommand::Set("B4".into(), String::new())
         );
         assert_eq!(parse_page_command("delete 3"), PageCommand::DeleteRow(3));
+        assert_eq!(
+            parse_page_command("redefine sheet_set_cell Writes a cell, and more."),
+            PageCommand::Redefine("sheet_set_cell".into(), "Writes a cell, and more.".into())
+        );
+        assert!(matches!(
+            parse_page_command("redefine sheet_set_cell"),
+            PageCommand::Unknown(_)
+        ));
         assert_eq!(parse_page_command("show"), PageCommand::Show);
         assert_eq!(parse_page_command("quit"), PageCommand::Quit);
         assert!(matches!(

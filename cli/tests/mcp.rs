@@ -413,17 +413,18 @@ fn legacy_run(version: ProtocolVersion, runtime: &str, transport: &str) {
             assert_eq!(gone.is_error, Some(true));
             let t = text(&gone);
             assert!(t.starts_with("surface_unavailable:"), "{t}");
-            assert!(t.contains("session has ended"), "{t}");
+            assert!(t.contains("can no longer reach the surface"), "{t}");
+            assert!(t.contains("Tell the user"), "{t}");
             assert_eq!(meta(&gone, "code"), "surface_unavailable");
-            // And again: the attachment has ended.
+            // And again: the bridge stays up, and says the same.
             let again = call(&client, "sheet_get_cell", json!({"address": "B4"})).await;
             assert_eq!(again.is_error, Some(true));
             assert!(
-                text(&again).contains("session has ended"),
+                text(&again).contains("can no longer reach the surface"),
                 "{}",
                 text(&again)
             );
-            assert_eq!(meta(&again, "code"), "attachment_not_attached");
+            assert_eq!(meta(&again, "code"), "surface_unavailable");
         }
         client.cancel().await.unwrap();
         let log = stderr.await.unwrap();
