@@ -28,6 +28,7 @@ pub mod demo;
 pub mod digest;
 pub mod exit;
 pub mod join;
+pub mod launcher;
 pub mod logs;
 pub mod mcp;
 mod pins;
