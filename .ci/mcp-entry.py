@@ -1,14 +1,15 @@
 """Starts one MCP server entry of a client's configuration file as the
 client does, and checks that it answers `tools/list`.
 
-    python .ci/mcp-entry.py CONFIG.json NAME TOOL...
+    python .ci/mcp-entry.py [--within SECONDS] CONFIG.json NAME TOOL...
 
 The entry's command, arguments and environment are used as written; the
 rest of the environment is this process's, filtered as the official Python
 MCP SDK (this client) and Claude Desktop filter it (HOME, LOGNAME, PATH,
 SHELL, TERM, USER): run it with the PATH a client started from the desktop
 has. It prints the entry, the tools and the time from the start to the
-answer, and exits 1 unless every TOOL is listed. Run by `.ci/package`
+answer, and exits 1 unless every TOOL is listed (within SECONDS, default
+180). Run by `.ci/package`
 with the interpreter of `.ci/python-mcp`'s environment.
 """
 
@@ -22,7 +23,11 @@ from mcp.client.stdio import StdioServerParameters
 
 
 def main():
-    path, name, *want = sys.argv[1:]
+    argv = sys.argv[1:]
+    within = 180.0
+    if argv[:1] == ["--within"]:
+        within, argv = float(argv[1]), argv[2:]
+    path, name, *want = argv
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
     servers = config.get("mcpServers", config.get("servers", {}))
@@ -34,7 +39,7 @@ def main():
 
     async def run():
         start = time.monotonic()
-        with anyio.fail_after(180):
+        with anyio.fail_after(within):
             async with Client(params) as client:
                 listed = await client.list_tools()
         return [t.name for t in listed.tools], time.monotonic() - start

@@ -15,14 +15,23 @@
 //!   (so a symbolic link such as pipx's `~/.local/bin/human-plus` survives
 //!   an upgrade), else by its own path;
 //! * **`uvx human-plus`**: the binary lives in uv's cache, which
-//!   `uv cache clean` empties, so the entry runs `uvx human-plus` (the
-//!   `uvx` beside the `uv` that started it, which uv names in `UV`);
-//! * **`pipx run human-plus`**: the same, in pipx's cache (`pipx run`);
+//!   `uv cache clean` empties, so the entry runs `uvx human-plus@VERSION`
+//!   (the `uvx` beside the `uv` that started it, which uv names in `UV`);
+//! * **`pipx run human-plus`**: the same, in pipx's cache
+//!   (`pipx run --spec human-plus==VERSION human-plus`);
 //! * **`npx human-plus`**: the binary lives in npm's `_npx` cache, so the
-//!   entry runs `npx -y human-plus` (the `npx` beside the `node` that ran
-//!   it). `npx` is a Node.js script that finds `node` through `PATH`, so
-//!   when `node` is not in `/usr/bin` or `/bin` the entry also sets `PATH`
-//!   with `node`'s directory first.
+//!   entry runs `npx --prefer-offline -y human-plus@VERSION` (the `npx`
+//!   beside the `node` that ran it). `npx` is a Node.js script that finds `node` through
+//!   `PATH`, so when `node` is not in `/usr/bin` or `/bin` the entry also
+//!   sets `PATH` with `node`'s directory first.
+//!
+//! The launcher's line names this version: the version that wrote the
+//! profile is the one that serves it, and running `join` again with a
+//! newer version moves the entry to it. A cached version then starts
+//! without asking the index: uvx does so by itself; npx asks the registry
+//! at every start (and waits out its retries, about 70 s, when the
+//! registry cannot be reached) unless told `--prefer-offline`, which still
+//! fetches what its cache lacks.
 //!
 //! A cache is recognised by its tag (`CACHEDIR.TAG`, which uv, pipx and
 //! cargo write at their cache's root; a virtual environment's own tag does
@@ -75,6 +84,8 @@ pub struct Facts {
     pub node: Option<PathBuf>,
     /// `PATH`.
     pub path: Option<OsString>,
+    /// The version a launcher's line names (this binary's); empty: none.
+    pub version: String,
 }
 
 impl Facts {
@@ -88,6 +99,7 @@ impl Facts {
             uv: var("UV").map(PathBuf::from),
             node: var("npm_node_execpath").map(PathBuf::from),
             path: var("PATH"),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
         }
     }
 }
@@ -100,8 +112,8 @@ pub struct BridgeCommand {
     pub launcher: Launcher,
     /// The program to run, by its absolute path when it was found.
     pub program: String,
-    /// The arguments before `mcp --profile NAME` (`["-y", "human-plus"]`
-    /// for npx).
+    /// The arguments before `mcp --profile NAME` (`["--prefer-offline",
+    /// "-y", "human-plus@VERSION"]` for npx).
     pub prefix: Vec<String>,
     /// Environment the entry sets (`PATH` for npx when `node` is outside
     /// the system's directories).
@@ -147,7 +159,11 @@ impl BridgeCommand {
             return BridgeCommand {
                 launcher: Launcher::Npx,
                 program,
-                prefix: vec!["-y".to_owned(), PACKAGE.to_owned()],
+                prefix: vec![
+                    "--prefer-offline".to_owned(),
+                    "-y".to_owned(),
+                    spec(&facts.version, "@"),
+                ],
                 env,
                 cache: None,
             };
@@ -159,12 +175,22 @@ impl BridgeCommand {
                     launcher: Launcher::PipxRun,
                     program: find_on_path(&exe_name("pipx"), path)
                         .map_or_else(|| "pipx".to_owned(), |p| display(&p)),
-                    prefix: vec!["run".to_owned(), PACKAGE.to_owned()],
+                    prefix: if facts.version.is_empty() {
+                        vec!["run".to_owned(), PACKAGE.to_owned()]
+                    } else {
+                        vec![
+                            "run".to_owned(),
+                            "--spec".to_owned(),
+                            spec(&python_version(&facts.version), "=="),
+                            PACKAGE.to_owned(),
+                        ]
+                    },
                     env: Vec::new(),
                     cache: None,
                 };
             }
             if facts.uv.is_some() || dir.file_name() == Some(OsStr::new("uv")) {
+                let uv_spec = spec(&python_version(&facts.version), "@");
                 let uvx = facts
                     .uv
                     .as_ref()
@@ -173,13 +199,13 @@ impl BridgeCommand {
                     .filter(|p| p.is_file())
                     .or_else(|| find_on_path(&exe_name("uvx"), path));
                 let (program, prefix) = match (uvx, &facts.uv) {
-                    (Some(uvx), _) => (display(&uvx), vec![PACKAGE.to_owned()]),
+                    (Some(uvx), _) => (display(&uvx), vec![uv_spec]),
                     // A uv without its uvx: `uv tool run` is the same.
                     (None, Some(uv)) => (
                         display(uv),
-                        vec!["tool".to_owned(), "run".to_owned(), PACKAGE.to_owned()],
+                        vec!["tool".to_owned(), "run".to_owned(), uv_spec],
                     ),
-                    (None, None) => ("uvx".to_owned(), vec![PACKAGE.to_owned()]),
+                    (None, None) => ("uvx".to_owned(), vec![uv_spec]),
                 };
                 return BridgeCommand {
                     launcher: Launcher::Uvx,
@@ -265,6 +291,32 @@ impl BridgeCommand {
         }
         out
     }
+}
+
+/// `human-plus`, or `human-plus` SEPARATOR `version` when there is one.
+fn spec(version: &str, separator: &str) -> String {
+    if version.is_empty() {
+        PACKAGE.to_owned()
+    } else {
+        format!("{PACKAGE}{separator}{version}")
+    }
+}
+
+/// A crate version as the Python package spells it (PEP 440, as maturin
+/// writes it): `1.2.0-alpha.1` is `1.2.0a1`, `-beta.N` `bN`, `-rc.N`
+/// `rcN`; any other version as it is.
+fn python_version(version: &str) -> String {
+    let Some((release, pre)) = version.split_once('-') else {
+        return version.to_owned();
+    };
+    let (kind, n) = pre.split_once('.').unwrap_or((pre, "0"));
+    let short = match kind {
+        "alpha" | "a" => "a",
+        "beta" | "b" => "b",
+        "rc" => "rc",
+        _ => return version.to_owned(),
+    };
+    format!("{release}{short}{n}")
 }
 
 /// `name` with the platform's executable suffix.
@@ -386,13 +438,14 @@ mod tests {
             uv: Some(root.join("tools/bin/uv")),
             node: None,
             path: path_of(&[root.join("cache/uv/archive-v0/abc/bin")]),
+            version: "0.1.0".into(),
         };
         let cmd = BridgeCommand::detect(&facts);
         assert_eq!(cmd.launcher, Launcher::Uvx);
         assert_eq!(cmd.program, display(&root.join("tools/bin/uvx")));
         assert_eq!(
             cmd.args("board"),
-            ["human-plus", "mcp", "--profile", "board"]
+            ["human-plus@0.1.0", "mcp", "--profile", "board"]
         );
         assert!(cmd.env.is_empty());
         assert!(cmd.note().contains("uv cache clean"), "{}", cmd.note());
@@ -400,7 +453,7 @@ mod tests {
         std::fs::remove_file(root.join("tools/bin/uvx")).unwrap();
         let cmd = BridgeCommand::detect(&facts);
         assert_eq!(cmd.program, display(&root.join("tools/bin/uv")));
-        assert_eq!(cmd.prefix, ["tool", "run", "human-plus"]);
+        assert_eq!(cmd.prefix, ["tool", "run", "human-plus@0.1.0"]);
         // No UV (an older uv), but the tagged cache is uv's: uvx from PATH.
         let facts = Facts {
             uv: None,
@@ -426,12 +479,16 @@ mod tests {
             // pipx run started by uv run: UV set, still pipx's cache.
             uv: Some(root.join("nowhere/uv")),
             path: path_of(&[root.join("home/.local/bin")]),
+            version: "0.2.0-beta.1".into(),
             ..Facts::default()
         };
         let cmd = BridgeCommand::detect(&facts);
         assert_eq!(cmd.launcher, Launcher::PipxRun);
         assert_eq!(cmd.program, display(&root.join("home/.local/bin/pipx")));
-        assert_eq!(cmd.prefix, ["run", "human-plus"]);
+        assert_eq!(
+            cmd.prefix,
+            ["run", "--spec", "human-plus==0.2.0b1", "human-plus"]
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 
@@ -451,13 +508,21 @@ mod tests {
             uv: None,
             node: Some(node_dir.join("node")),
             path: path_of(&[root.join("home/.npm/_npx/b057ff0d/node_modules/.bin")]),
+            version: "0.1.0".into(),
         };
         let cmd = BridgeCommand::detect(&facts);
         assert_eq!(cmd.launcher, Launcher::Npx);
         assert_eq!(cmd.program, display(&node_dir.join("npx")));
         assert_eq!(
             cmd.args("board"),
-            ["-y", "human-plus", "mcp", "--profile", "board"]
+            [
+                "--prefer-offline",
+                "-y",
+                "human-plus@0.1.0",
+                "mcp",
+                "--profile",
+                "board"
+            ]
         );
         assert_eq!(
             cmd.env,
@@ -549,6 +614,18 @@ mod tests {
         std::fs::write(root.join("target/CACHEDIR.TAG"), "hello").unwrap();
         assert_eq!(BridgeCommand::detect(&facts).cache, None);
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn versions_as_the_python_package_spells_them() {
+        assert_eq!(python_version("0.1.0"), "0.1.0");
+        assert_eq!(python_version("1.2.0-alpha.1"), "1.2.0a1");
+        assert_eq!(python_version("1.2.0-beta.3"), "1.2.0b3");
+        assert_eq!(python_version("1.2.0-rc.2"), "1.2.0rc2");
+        assert_eq!(python_version("1.2.0-rc"), "1.2.0rc0");
+        assert_eq!(python_version("1.2.0-dev.5"), "1.2.0-dev.5");
+        assert_eq!(spec("", "@"), "human-plus");
+        assert_eq!(spec("0.1.0", "=="), "human-plus==0.1.0");
     }
 
     #[test]

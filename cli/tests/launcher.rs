@@ -134,14 +134,16 @@ fn from_uvs_cache_the_entries_run_uvx() {
         &[("UV", root.join("tools/bin/uv").display().to_string())],
     );
     assert_eq!(entry["command"], uvx.as_str(), "{entry}");
+    // This version, as the Python package spells it.
+    let spec = format!("human-plus@{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(
         entry["args"],
-        serde_json::json!(["human-plus", "mcp", "--profile", "board"])
+        serde_json::json!([spec, "mcp", "--profile", "board"])
     );
     // Printed as written.
     assert!(
         run.stdout
-            .contains(&format!("-- {uvx} human-plus mcp --profile board")),
+            .contains(&format!("-- {uvx} {spec} mcp --profile board")),
         "{run:?}"
     );
     assert!(
@@ -176,9 +178,10 @@ fn from_npxs_cache_the_entries_run_npx_with_node_on_path() {
         )],
     );
     assert_eq!(entry["command"], npx.as_str(), "{entry}");
+    let spec = format!("human-plus@{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(
         entry["args"],
-        serde_json::json!(["-y", "human-plus", "mcp", "--profile", "board"])
+        serde_json::json!(["--prefer-offline", "-y", spec, "mcp", "--profile", "board"])
     );
     let path = format!(
         "{}:/usr/local/bin:/usr/bin:/bin",
@@ -196,8 +199,9 @@ fn from_npxs_cache_the_entries_run_npx_with_node_on_path() {
         "{run:?}"
     );
     assert!(
-        run.stdout
-            .contains(&format!("-- {npx} -y human-plus mcp --profile board")),
+        run.stdout.contains(&format!(
+            "-- {npx} --prefer-offline -y {spec} mcp --profile board"
+        )),
         "{run:?}"
     );
     std::fs::remove_dir_all(root).unwrap();
