@@ -5,6 +5,8 @@
 // the registry once they are published. Any other name is 404.
 //
 //   node .ci/npm-registry.mjs DIR      # prints its URL, serves until killed
+//
+// Each request is logged on stderr (`GET /NAME`).
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -50,6 +52,7 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".tgz"))) {
 
 const server = createServer((req, res) => {
   const path = decodeURIComponent(new URL(req.url, "http://x").pathname).replace(/^\//, "");
+  process.stderr.write(`${req.method} /${path}\n`);
   if (path.startsWith("-/") && tarballs.has(path.slice(2))) {
     res.writeHead(200, { "content-type": "application/octet-stream" });
     return res.end(tarballs.get(path.slice(2)));
