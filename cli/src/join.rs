@@ -39,11 +39,12 @@ use crate::args::JoinArgs;
 use crate::commands::discovery_text;
 use crate::connect::{INVITATION_ENV, Resolved, connect_resolved, read_bounded, read_link_text};
 use crate::exit::{self, Failure, printable};
+use crate::launcher::{BridgeCommand, shell_quote};
 use crate::profile::{self, CONFIG_DIR_ENV, Profile, ProfileEgress};
 
-/// The command an MCP client runs, as printed (a client started from a
-/// desktop may not have `~/.cargo/bin` on its `PATH`: `--write-config`
-/// writes this binary's full path instead).
+/// The command's name. The entries `join` prints and writes name a full
+/// path or the launcher instead (`crate::launcher`): a client started from
+/// a desktop may not have `~/.cargo/bin` on its `PATH`.
 pub const COMMAND: &str = "human-plus";
 
 /// Asks the person, when there is a terminal.
@@ -425,22 +426,29 @@ fn client_env() -> Vec<(String, String)> {
 /// The lines that add profile `name` to each common MCP client.
 #[must_use]
 pub fn client_lines(name: &str) -> String {
-    let env = client_env();
+    let bridge = BridgeCommand::current();
+    let mut env = bridge.env.clone();
+    env.extend(client_env());
     let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let args = ["mcp", "--profile", name];
-    let mut out = String::new();
-    let env_flags: String = env.iter().map(|(k, v)| format!(" -e {k}={v}")).collect();
+    let args = bridge.args(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut out = format!("\n{}\n", bridge.note());
+    let env_flags: String = env
+        .iter()
+        .map(|(k, v)| format!(" -e {}", shell_quote(&format!("{k}={v}"))))
+        .collect();
     let _ = writeln!(
         out,
-        "\nClaude Code:\n  claude mcp add {name}{env_flags} -- {COMMAND} mcp --profile {name}"
+        "\nClaude Code:\n  claude mcp add {name}{env_flags} -- {}",
+        bridge.shell_line(name)
     );
-    let entry = McpClient::ClaudeDesktop.server_entry(COMMAND, &args, &env_ref);
+    let entry = McpClient::ClaudeDesktop.server_entry(&bridge.program, &args, &env_ref);
     let _ = writeln!(
         out,
         "\nClaude Desktop (claude_desktop_config.json) and Cursor (mcp.json), under \"mcpServers\":\n  {}",
         serde_json::json!({ name: entry })
     );
-    let entry = McpClient::VsCode.server_entry(COMMAND, &args, &env_ref);
+    let entry = McpClient::VsCode.server_entry(&bridge.program, &args, &env_ref);
     let _ = writeln!(
         out,
         "\nVS Code (mcp.json), under \"servers\":\n  {}",
@@ -536,13 +544,13 @@ pub fn write_client_config(
     token: &str,
 ) -> Result<Option<PathBuf>, Failure> {
     let existing = read_client_config(path)?;
-    let command = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.to_str().map(str::to_owned))
-        .unwrap_or_else(|| COMMAND.to_owned());
-    let env = client_env();
+    let bridge = BridgeCommand::current();
+    let mut env = bridge.env.clone();
+    env.extend(client_env());
     let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let entry: Value = client.server_entry(&command, &["mcp", "--profile", name], &env_ref);
+    let args = bridge.args(name);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let entry: Value = client.server_entry(&bridge.program, &args, &env_ref);
     let text = client
         .merge_server(existing.as_deref(), name, entry)
         .map_err(|e| unmergeable(path, e))?;

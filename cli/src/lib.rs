@@ -29,6 +29,7 @@ pub mod digest;
 pub mod exit;
 pub mod follow;
 pub mod join;
+pub mod launcher;
 pub mod logs;
 pub mod mcp;
 mod pins;

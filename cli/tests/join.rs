@@ -180,10 +180,13 @@ fn join_writes_a_profile_that_the_other_commands_use() {
             .contains("claude mcp add sheet-one -e HUMAN_PLUS_CONFIG_DIR="),
         "{run:?}"
     );
+    // The printed entries name the binary by its full path, as the
+    // written ones do (a client started from a desktop has a minimal PATH).
     assert!(
-        run.stdout.contains("-- human-plus mcp --profile sheet-one"),
+        run.stdout.contains("/human-plus mcp --profile sheet-one"),
         "{run:?}"
     );
+    assert!(run.stdout.contains("\"command\":\"/"), "{run:?}");
     assert!(run.stdout.contains("\"mcpServers\""), "{run:?}");
     assert!(run.stdout.contains("\"type\":\"stdio\""), "{run:?}");
 

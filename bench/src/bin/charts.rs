@@ -5,7 +5,10 @@
 //!   before issue 13 and now, the keep-alive floor of the same run, and
 //!   mcp-relay-client's figures as issue 13 recorded them;
 //! - `docs/core-vs-python.svg`: the core's costs beside the Python port's,
-//!   same inputs, same harness.
+//!   same inputs, same harness;
+//! - `docs/launchers.svg`: the bridge's start-up and peak memory through
+//!   each launcher (native binary, uvx, npx) beside mcp-relay-client
+//!   through node and npx, one run.
 //!
 //! The figures are transcribed below from BENCHMARKS.md (each table named
 //! where it is used), not measured here: `cargo run -p human-plus-bench
@@ -130,6 +133,56 @@ const COSTS: [Cost; 10] = [
     },
 ];
 
+/// One row of the launchers chart: the bridge, how it was started, its
+/// median start-up (ms) and peak RSS of all its processes (MiB).
+struct Launch {
+    label: &'static str,
+    human_plus: bool,
+    startup_ms: f64,
+    peak_mib: f64,
+}
+
+/// BENCHMARKS.md, "One line to install (issue 29)": `launchers
+/// --rounds 30`, one run (medians of 30 starts each).
+const LAUNCHES: [Launch; 6] = [
+    Launch {
+        label: "human-plus, native binary",
+        human_plus: true,
+        startup_ms: 7.1,
+        peak_mib: 10.7,
+    },
+    Launch {
+        label: "human-plus, uvx (cached)",
+        human_plus: true,
+        startup_ms: 28.6,
+        peak_mib: 40.3,
+    },
+    Launch {
+        label: "human-plus, npx (cached)",
+        human_plus: true,
+        startup_ms: 588.4,
+        peak_mib: 133.7,
+    },
+    Launch {
+        label: "mcp-relay-client, node",
+        human_plus: false,
+        startup_ms: 113.3,
+        peak_mib: 60.0,
+    },
+    Launch {
+        label: "mcp-relay-client, npx (cached)",
+        human_plus: false,
+        startup_ms: 615.5,
+        peak_mib: 142.9,
+    },
+    Launch {
+        label: "mcp-relay-client, npx -y (asks)",
+        human_plus: false,
+        startup_ms: 660.3,
+        peak_mib: 143.8,
+    },
+];
+
 const COLOURS: [RGBColor; 4] = [
     RGBColor(190, 190, 190),
     RGBColor(31, 119, 180),
@@ -149,7 +202,14 @@ fn main() -> Result<(), Failure> {
     round_trips(&trips)?;
     let costs = docs.join("core-vs-python.svg");
     core_costs(&costs)?;
-    println!("wrote {} and {}", trips.display(), costs.display());
+    let launches = docs.join("launchers.svg");
+    launchers(&launches)?;
+    println!(
+        "wrote {}, {} and {}",
+        trips.display(),
+        costs.display(),
+        launches.display()
+    );
     Ok(())
 }
 
@@ -314,6 +374,91 @@ fn core_costs(path: &Path) -> Result<(), Failure> {
         .draw()?;
     foot.draw(&Text::new(
         "BENCHMARKS.md, current figures (issue 21 finished): commit 7b1ae5d, one run, load 1.3; thread CPU time, best of 21 batches, same inputs.",
+        (14, 8),
+        ("sans-serif", 12).into_font(),
+    ))?;
+    root.present()?;
+    Ok(())
+}
+
+fn launchers(path: &Path) -> Result<(), Failure> {
+    let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (body, foot) = root.split_vertically(380);
+    let (left, right) = body.split_horizontally(560);
+    let rows = LAUNCHES.len() as f64;
+    let colour = |l: &Launch| if l.human_plus { COLOURS[1] } else { COLOURS[3] };
+    let label = |y: &f64| {
+        let i = y.floor();
+        if (y - i - 0.5).abs() < 1e-6 {
+            LAUNCHES
+                .len()
+                .checked_sub(1 + i as usize)
+                .and_then(|r| LAUNCHES.get(r))
+                .map_or_else(String::new, |l| l.label.to_owned())
+        } else {
+            String::new()
+        }
+    };
+    let bar_y = |r: usize| (LAUNCHES.len() - 1 - r) as f64 + 0.2;
+
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            "Start-up to the first tools/list answer (ms, log scale)",
+            ("sans-serif", 17),
+        )
+        .margin(12)
+        .margin_right(30)
+        .x_label_area_size(30)
+        .y_label_area_size(210)
+        .build_cartesian_2d((1f64..2000f64).log_scale(), 0f64..rows)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(LAUNCHES.len() * 2 + 1)
+        .y_label_formatter(&label)
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    for (r, l) in LAUNCHES.iter().enumerate() {
+        let y = bar_y(r);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(1.0, y), (l.startup_ms, y + 0.6)],
+            colour(l).filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{:.1} ms", l.startup_ms),
+            (l.startup_ms * 1.1, y + 0.4),
+            ("sans-serif", 12).into_font(),
+        )))?;
+    }
+
+    let mut chart = ChartBuilder::on(&right)
+        .caption("Peak RSS, all its processes (MiB)", ("sans-serif", 17))
+        .margin(12)
+        .margin_right(40)
+        .x_label_area_size(30)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0f64..160f64, 0f64..rows)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    for (r, l) in LAUNCHES.iter().enumerate() {
+        let y = bar_y(r);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, y), (l.peak_mib, y + 0.6)],
+            colour(l).filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{:.1}", l.peak_mib),
+            (l.peak_mib + 2.0, y + 0.4),
+            ("sans-serif", 12).into_font(),
+        )))?;
+    }
+    foot.draw(&Text::new(
+        "BENCHMARKS.md, \"One line to install\": medians of 30 starts each, one run, one local relay; cached = the package already in the launcher's cache.",
         (14, 8),
         ("sans-serif", 12).into_font(),
     ))?;
