@@ -196,3 +196,135 @@ fn the_python_sdk_at_every_version() {
         run(&python, version, runtime, transport);
     }
 }
+
+const LIFECYCLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/python/lifecycle_client.py"
+);
+
+/// One bridge process, started once from a profile by the Python SDK's
+/// client: the page closes, the person joins a new link under the same
+/// name, and the same bridge serves the new session.
+#[test]
+fn the_python_sdk_keeps_one_bridge_across_a_new_link() {
+    use human_plus_relay::{DemoSurface, RelayServer};
+
+    let Some(python) = python() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let relay = rt.block_on(RelayServer::builder().start()).unwrap();
+    let base = relay.base_url().to_owned();
+    let port = relay.addr().port().to_string();
+    let config = std::env::temp_dir().join(format!("hp-py-day-{}", common::random_hex(6)));
+    std::fs::create_dir_all(&config).unwrap();
+    let open = |goodbye: bool| {
+        let session = format!("py_{}", common::random_hex(6));
+        let token = format!("tok{}", common::random_hex(16));
+        let page = rt
+            .block_on(
+                DemoSurface::builder(&base, &session, &token)
+                    .unregister_on_shutdown(goodbye)
+                    .start(),
+            )
+            .unwrap();
+        (page, session, token)
+    };
+    let join = |session: &str, token: &str| {
+        let mut child = Command::new(common::BIN)
+            .args([
+                "join",
+                "--yes",
+                "--pin",
+                "--name",
+                "py",
+                "--allow-insecure-loopback",
+                "--allow-unverified-egress",
+                "--allow-host",
+                "127.0.0.1",
+                "--allow-port",
+                &port,
+            ])
+            .env("HUMAN_PLUS_CONFIG_DIR", &config)
+            .env_remove("HUMAN_PLUS_INVITATION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{base}/{session}?token={token}\n").as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (first, session, token) = open(true);
+    join(&session, &token);
+    let bridge = [common::BIN, "mcp", "--profile", "py", "--timeout", "10"];
+    let mut child = Command::new(&python)
+        .arg(LIFECYCLE)
+        .env("HUMAN_PLUS_BRIDGE", serde_json::to_string(&bridge).unwrap())
+        .env("HUMAN_PLUS_CONFIG_DIR", &config)
+        .env("HUMAN_PLUS_PROFILE", "py")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut first = Some(first);
+    let mut second = None;
+    let mut passed = false;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        match message["ask"].as_str() {
+            Some("close_page") => {
+                if let Some(page) = first.take() {
+                    rt.block_on(page.shutdown());
+                }
+            }
+            Some("new_link") => {
+                let (page, session, token) = open(false);
+                join(&session, &token);
+                second = Some(page);
+            }
+            Some(other) => panic!("the script asked for {other}"),
+            None => {}
+        }
+        if message.get("ask").is_some() {
+            stdin.write_all(b"done\n").unwrap();
+            stdin.flush().unwrap();
+        }
+        passed |= message["passed"] == "lifecycle";
+    }
+    let status = child.wait().unwrap();
+    let log = log.join().unwrap();
+    assert!(
+        status.success() && passed,
+        "the Python SDK's run failed ({status}):\n{log}"
+    );
+    assert!(!log.contains(&token), "the token leaked into a log line");
+    if let Some(page) = second {
+        rt.block_on(page.shutdown());
+    }
+    rt.block_on(relay.shutdown());
+    let _ = std::fs::remove_dir_all(&config);
+}
