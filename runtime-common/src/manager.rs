@@ -666,15 +666,17 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         loop {
             let now = D::now();
             let left = deadline.saturating_duration_since(now);
+            let lock_left = inner
+                .lock_wait
+                .saturating_sub(now.saturating_duration_since(asked));
             let local = self.held_here(id);
             queued |= local;
-            let bound = if local {
-                left
+            // Behind one of ours, or with less time left than the store's
+            // lock wait, the operation's own deadline bounds the wait.
+            let (bound, by_deadline) = if local || left < lock_left {
+                (left, true)
             } else {
-                inner
-                    .lock_wait
-                    .saturating_sub(now.saturating_duration_since(asked))
-                    .min(left)
+                (lock_left, false)
             };
             let lock = async { Some(inner.store.lock_within(id, inner.lock_lease, bound).await) };
             let wait = async {
@@ -687,13 +689,15 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
                 Some(Err(e)) => return Err(e),
                 None => {}
             }
-            if D::now() >= deadline {
+            if D::now() < deadline && self.held_here(id) {
+                // One of ours holds it now: wait on, up to the deadline.
+                continue;
+            }
+            if by_deadline || queued {
                 tracing::debug!(attachment = %id, "no turn on the attachment before the deadline");
                 return Err(Error::Timeout);
             }
-            if !self.held_here(id) {
-                return Err(Error::Store(StoreError::lock_wait(id, inner.lock_wait)));
-            }
+            return Err(Error::Store(StoreError::lock_wait(id, inner.lock_wait)));
         }
     }
 
