@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Error, McpClient, Participant, ToolRefusal, TransportErrorKind, is_valid_profile_name,
-    shown_tool_name, surface_label,
+    Error, McpClient, Participant, ToolRefusal, TransportErrorKind, escape_bounded,
+    is_valid_profile_name, shown_tool_name, surface_label,
 };
 use serde_json::{Value, json};
 
@@ -45,6 +45,10 @@ use crate::connect::{self, Connection};
 use crate::exit::{Context, Failure, printable};
 use crate::join;
 use crate::profile::{self, CONFIG_DIR_ENV};
+
+/// The most characters of a value from a profile's files (its relay URL,
+/// session, ...) a line shows.
+const SHOWN_MAX: usize = 200;
 
 /// What a profile's files say, as `status` shows them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -521,7 +525,11 @@ pub fn client_entries(name: &str) -> (Vec<ClientEntry>, Vec<PathBuf>) {
 fn profile_text(p: &ProfileStatus, out: &mut String) {
     let _ = writeln!(out, "{}", printable(&p.name));
     if let Some(problem) = &p.problem {
-        let _ = writeln!(out, "  unusable: {}", printable(problem));
+        let _ = writeln!(
+            out,
+            "  unusable: {}",
+            escape_bounded(problem, 2 * SHOWN_MAX)
+        );
         return;
     }
     let port = p
@@ -531,10 +539,10 @@ fn profile_text(p: &ProfileStatus, out: &mut String) {
     let _ = writeln!(
         out,
         "  relay:    {}{port} ({})",
-        printable(&p.relay_host),
-        printable(&p.relay)
+        escape_bounded(&p.relay_host, SHOWN_MAX),
+        escape_bounded(&p.relay, SHOWN_MAX)
     );
-    let _ = writeln!(out, "  session:  {}", printable(&p.session));
+    let _ = writeln!(out, "  session:  {}", escape_bounded(&p.session, SHOWN_MAX));
     let _ = writeln!(out, "  surface:  {}", p.surface);
     let trusted: Vec<String> = p
         .trusted
