@@ -63,12 +63,19 @@ pub enum Command {
     /// (newline-delimited JSON-RPC; MCP 2024-11-05 to 2026-07-28; logs on
     /// stderr, every event at HUMAN_PLUS_LOG=trace|debug|info|warn|error).
     Mcp(McpArgs),
+    /// Each profile (relay host, session, surface, trusted and pinned
+    /// tools), read from its files; with NAME, that profile, a short probe
+    /// through it (does the relay answer, is a page there: relay
+    /// unreachable, session ended, token refused, no page answering) and
+    /// the MCP client configuration files that start a bridge on it. What
+    /// to run when the agent says it cannot reach the surface.
+    Status(StatusArgs),
 }
 
 impl Command {
     /// Whether the command talks to a relay (and so installs the
     /// `HUMAN_PLUS_LOG` subscriber): `tools`, `call`, `changes`,
-    /// `announce`, `probe`, `join` and `mcp`.
+    /// `announce`, `probe`, `join`, `mcp` and `status`.
     #[must_use]
     pub fn logs(&self) -> bool {
         matches!(
@@ -80,6 +87,7 @@ impl Command {
                 | Command::Probe(_)
                 | Command::Join(_)
                 | Command::Mcp(_)
+                | Command::Status(_)
         )
     }
 }
@@ -572,4 +580,31 @@ pub struct McpArgs {
     /// Connection options.
     #[command(flatten)]
     pub connect: ConnectArgs,
+}
+
+/// `status` options.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The profile to show and probe (default: list every profile, from
+    /// their files alone, without a network).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// With NAME: how long the probe waits for the page, in seconds
+    /// (opening a connection gets half of it).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "name")]
+    pub timeout: f64,
+    /// With NAME: show the profile and the client files only; send
+    /// nothing.
+    #[arg(long, requires = "name")]
+    pub no_probe: bool,
+    /// With NAME: how the probe's replies come back (as the bridge's
+    /// --transport).
+    #[arg(long, value_enum, default_value_t, requires = "name")]
+    pub transport: Transport,
+    /// With NAME: which runtime crate drives the probe.
+    #[arg(long, value_enum, default_value_t, requires = "name")]
+    pub runtime: RuntimeKind,
 }

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use human_plus_core::{
-    Activity, CallResult, Discovery, Priority, SurfaceChanges, ToolRefusal, Withheld,
+    Activity, CallResult, Discovery, Priority, SurfaceChanges, ToolDefinition, ToolRefusal,
+    ToolSummary, Withheld,
 };
 use serde_json::{Map, Value, json};
 
@@ -39,20 +40,27 @@ pub fn withheld_reason(w: &Withheld) -> (&'static str, String) {
 }
 
 /// The `tools --json` document: admitted tools (name, digest,
-/// description, inputSchema), withheld ones (name, code, reason) and the
-/// count of malformed entries. Its `tools` list is a valid `--pins` file.
+/// description, inputSchema, and `claims` — `{"readOnly", "destructive"}`,
+/// the surface's claims — when it claims anything), withheld ones (name,
+/// code, reason) and the count of malformed entries. Its `tools` list is a
+/// valid `--pins` file.
 #[must_use]
 pub fn discovery_json(d: &Discovery) -> Value {
     let tools: Vec<Value> = d
         .tools
         .iter()
         .map(|t| {
-            json!({
+            let mut tool = json!({
                 "name": t.name(),
                 "digest": t.digest(),
                 "description": t.description(),
                 "inputSchema": t.input_schema(),
-            })
+            });
+            let claims = d.claims_of(t.name());
+            if !claims.is_empty() {
+                tool["claims"] = json!(claims);
+            }
+            tool
         })
         .collect();
     let withheld: Vec<Value> = d
@@ -66,7 +74,41 @@ pub fn discovery_json(d: &Discovery) -> Value {
     json!({"tools": tools, "withheld": withheld, "malformed": d.malformed})
 }
 
-/// The `tools` text: admitted tools with digests, then what was withheld.
+/// What a person reads of one admitted tool before trusting it
+/// ([`ToolSummary`]): the first line of its description, its argument
+/// names (required ones marked) and, when the surface claims anything about
+/// its effects, those claims labelled as the surface's. Every string of the
+/// surface's is escaped and bounded; the lines carry no indentation.
+///
+/// ```
+/// use human_plus_cli::commands::tool_summary_lines;
+/// use human_plus_core::{Discovery, ToolClaims, ToolDefinition};
+/// use serde_json::json;
+///
+/// let tool = ToolDefinition::new(
+///     "sheet_get_cell",
+///     "Read one cell by A1 address.",
+///     json!({"properties": {"address": {}, "sheet": {}}, "required": ["address"]}),
+/// )?;
+/// let mut d = Discovery { tools: vec![tool.clone()], ..Discovery::default() };
+/// d.claims.insert("sheet_get_cell".into(), ToolClaims { read_only: Some(true), destructive: None });
+/// assert_eq!(
+///     tool_summary_lines(&d, &tool),
+///     [
+///         "Read one cell by A1 address.",
+///         "arguments: address (required), sheet",
+///         "the surface claims: read-only",
+///     ]
+/// );
+/// # Ok::<(), human_plus_core::Error>(())
+/// ```
+#[must_use]
+pub fn tool_summary_lines(d: &Discovery, tool: &ToolDefinition) -> Vec<String> {
+    ToolSummary::of(tool, d.claims_of(tool.name())).lines()
+}
+
+/// The `tools` text: admitted tools with digests, each with what a person
+/// needs to decide ([`tool_summary_lines`]), then what was withheld.
 #[must_use]
 pub fn discovery_text(d: &Discovery) -> String {
     let mut out = String::new();
@@ -84,6 +126,9 @@ pub fn discovery_text(d: &Discovery) -> String {
     let _ = writeln!(out, "admitted ({}):", d.tools.len());
     for t in &d.tools {
         let _ = writeln!(out, "  {:width$}  {}", printable(t.name()), t.digest());
+        for line in tool_summary_lines(d, t) {
+            let _ = writeln!(out, "      {line}");
+        }
     }
     if !d.withheld.is_empty() {
         let _ = writeln!(out, "withheld ({}):", d.withheld.len());

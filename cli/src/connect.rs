@@ -334,7 +334,9 @@ pub struct Resolved {
     pub reviewed: Option<Vec<ToolDefinition>>,
 }
 
-/// Connects with what [`resolve`] (or `join`) found.
+/// Connects with what [`resolve`] (or `join`) found. Opening a new
+/// connection (DNS, TCP, the egress proxy's CONNECT, TLS) is bounded by the
+/// exchange timeout, at most 10 s.
 ///
 /// # Errors
 /// A failure for bad options or an egress refusal.
@@ -344,6 +346,32 @@ pub fn connect_resolved(
     participant: Participant,
     warm: bool,
     withhold_changed_pins: bool,
+) -> Result<Connection, Failure> {
+    let connect_timeout = timeout(transport_args.timeout)?.min(Duration::from_secs(10));
+    connect_resolved_within(
+        resolved,
+        transport_args,
+        participant,
+        warm,
+        withhold_changed_pins,
+        connect_timeout,
+    )
+}
+
+/// [`connect_resolved`], with opening a new connection bounded by
+/// `connect_timeout` instead: `status` keeps it under its exchange timeout,
+/// so a relay that cannot be reached is told apart from a page that does
+/// not answer.
+///
+/// # Errors
+/// As [`connect_resolved`].
+pub fn connect_resolved_within(
+    resolved: Resolved,
+    transport_args: &TransportArgs,
+    participant: Participant,
+    warm: bool,
+    withhold_changed_pins: bool,
+    connect_timeout: Duration,
 ) -> Result<Connection, Failure> {
     let context = Context {
         relay_url: Some(resolved.invitation.relay_url().to_owned()),
@@ -363,7 +391,7 @@ pub fn connect_resolved(
         .warm(warm);
     let config = ManagerConfig::new(egress_policy(&resolved.egress)?, trust).transport(transport);
     let mut setup = AgentSetup::new(config);
-    setup.connect_timeout = setup.config.transport.timeout.min(Duration::from_secs(10));
+    setup.connect_timeout = connect_timeout;
     if let Some(ca) = &resolved.egress.ca_cert {
         setup.roots = read_ca(ca)?
             .into_iter()

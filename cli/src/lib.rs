@@ -4,7 +4,8 @@
 //! a demo on an embedded relay and demo sheet, a local relay and page for
 //! dogfooding, offline digests, the relay-facing commands (`tools`,
 //! `call`, `changes`, `announce`), a probe that reports what a surface
-//! really does, and a stdio MCP bridge that puts Human+'s trust policy,
+//! really does, `status` (each profile, and whether one's relay and page
+//! answer), and a stdio MCP bridge that puts Human+'s trust policy,
 //! pins, revisions and framing between an MCP client and a live surface.
 //!
 //! Every protocol rule lives in `human_plus_core`; the commands drive one of
@@ -39,6 +40,7 @@ pub mod prompt;
 mod random;
 mod rt;
 pub mod serve;
+pub mod status;
 mod story;
 pub mod style;
 mod token;
@@ -68,6 +70,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Probe(a) => probe::run(&a).map(Some),
         Command::Join(a) => join::run(&a).map(|()| None),
         Command::Mcp(a) => mcp_main(&a).map(|()| None),
+        Command::Status(a) => status::run(&a).map(Some),
     };
     match outcome {
         Ok(text) => {

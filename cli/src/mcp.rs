@@ -1459,6 +1459,7 @@ mod tests {
                     reason: ToolRefusal::PinChanged("sheet_set_cell".into()),
                 }],
                 malformed: 0,
+                claims: Default::default(),
             })
         }
         fn call(&self, o: &str, a: &str, tool: &str, v: Value) -> Result<CallResult, Error> {

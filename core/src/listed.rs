@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::canonical::{utf16_cmp, write_number, write_string};
 use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
-use crate::tool::{DIGEST_PREFIX, ToolDefinition, is_blank};
+use crate::tool::{DIGEST_PREFIX, ToolClaims, ToolDefinition, is_blank};
 use crate::trust::Judged;
 
 /// A JSON value that borrows its strings from the text it was read from
@@ -332,6 +332,8 @@ pub(crate) struct ListedTool<'j, 'a> {
     pub(crate) description: &'j str,
     /// `None`: the entry has no schema (or `null`), digested as `{}`.
     schema: Option<&'j Json<'a>>,
+    /// What the entry's `annotations` claim (never pin material).
+    pub(crate) claims: ToolClaims,
 }
 
 impl<'j, 'a> ListedTool<'j, 'a> {
@@ -353,10 +355,19 @@ impl<'j, 'a> ListedTool<'j, 'a> {
             Some(schema @ Json::Object(_)) => Some(schema),
             Some(_) => return Err(Error::Protocol(ProtocolError::MalformedToolSchema)),
         };
+        let hint = |key: &str| match entry.get("annotations").and_then(|a| a.get(key)) {
+            Some(Json::Bool(b)) => Some(*b),
+            _ => None,
+        };
+        let claims = ToolClaims {
+            read_only: hint("readOnlyHint"),
+            destructive: hint("destructiveHint"),
+        };
         Ok(ListedTool {
             name,
             description,
             schema,
+            claims,
         })
     }
 

@@ -24,6 +24,7 @@
 //! CPU's SHA instructions). The tools' pins stay SHA-256, as specified.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +32,7 @@ use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
 use crate::listed::{Json, ListedTool};
 use crate::listing_names::read_page_names;
-use crate::tool::ToolDefinition;
+use crate::tool::{ToolClaims, ToolDefinition};
 use crate::trust::{Admission, Judged, TrustPolicy};
 
 /// One page of a listing, read once: its cursor, its `ttlMs`, and what
@@ -53,6 +54,8 @@ enum Entry {
         name: String,
         digest: Option<String>,
         definition: Option<ToolDefinition>,
+        /// What its `annotations` claim, read with the definition.
+        claims: ToolClaims,
     },
 }
 
@@ -97,6 +100,7 @@ fn read_page(result: &str, policy: &TrustPolicy, definitions: bool) -> Result<Re
                         name,
                         digest,
                         definition: None,
+                        claims: ToolClaims::default(),
                     },
                 })
                 .collect(),
@@ -123,6 +127,7 @@ fn read_page(result: &str, policy: &TrustPolicy, definitions: bool) -> Result<Re
                 name: t.name.to_owned(),
                 digest: policy.pin(t.name).map(|_| Judged::digest(&t)),
                 definition: definitions.then(|| t.to_definition()),
+                claims: t.claims,
             },
         })
         .collect();
@@ -196,6 +201,10 @@ pub struct ListingOutcome<'k> {
     /// The verdict was served from the kept one: no entry was parsed,
     /// admitted or digested.
     pub reused: bool,
+    /// What the surface claims about each admitted tool that claims
+    /// anything ([`ToolClaims`]), by name; only when definitions were
+    /// asked for (empty otherwise). Never used by trust.
+    pub claims: BTreeMap<String, ToolClaims>,
 }
 
 impl ListingOutcome<'_> {
@@ -330,6 +339,7 @@ impl ListingReader {
                 malformed: 0,
                 ttl_ms: None,
                 reused: true,
+                claims: BTreeMap::new(),
             });
         }
         let mut kept_pages = Vec::with_capacity(self.pages.len());
@@ -366,6 +376,15 @@ impl ListingReader {
             .filter(|e| !matches!(e, Entry::Malformed));
         let (admitted, withheld) = policy.judge(listed)?;
         let names: Vec<String> = admitted.iter().map(|e| e.name().to_owned()).collect();
+        let claims = admitted
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Tool { name, claims, .. } if definitions && !claims.is_empty() => {
+                    Some((name.clone(), *claims))
+                }
+                _ => None,
+            })
+            .collect();
         let admission = definitions.then(|| Admission {
             admitted: admitted
                 .into_iter()
@@ -386,6 +405,7 @@ impl ListingReader {
             malformed,
             ttl_ms,
             reused: false,
+            claims,
         })
     }
 }
@@ -989,5 +1009,59 @@ mod tests {
         assert!(!outcome.reused);
         let fresh = admit_listing_bytes(page.as_bytes(), &policy).unwrap();
         assert_eq!(outcome.verdict, fresh.verdict);
+    }
+
+    /// The surface's claims travel with the definitions, for admitted
+    /// tools only, booleans only; the names way carries none, and the
+    /// claims change neither the digest nor the admission.
+    #[test]
+    fn claims_travel_with_definitions_only() {
+        let page = r#"{"tools":[
+            {"name":"sheet_read","annotations":{"readOnlyHint":true,"destructiveHint":false}},
+            {"name":"sheet_erase","annotations":{"destructiveHint":true}},
+            {"name":"sheet_plain"},
+            {"name":"sheet_odd","annotations":{"readOnlyHint":"true","destructiveHint":1}},
+            {"name":"sheet_confirm","annotations":{"readOnlyHint":true}},
+            {"name":"sheet_read","annotations":{"readOnlyHint":false}}
+        ]}"#;
+        let policy =
+            TrustPolicy::every_tool([("sheet_erase", "sha256:00000000000000000000000000000000")])
+                .withhold_changed_pins(true);
+        let mut reader = ListingReader::new();
+        reader.page(page.to_owned(), None, &policy, true).unwrap();
+        let outcome = reader.finish(&policy, None, true).unwrap();
+        assert_eq!(
+            outcome.admitted(),
+            ["sheet_read", "sheet_plain", "sheet_odd"]
+        );
+        // The first sheet_read's claims (the one admitted); nothing for
+        // the withheld, the silent and the non-boolean.
+        assert_eq!(
+            outcome.claims,
+            BTreeMap::from([(
+                "sheet_read".to_owned(),
+                ToolClaims {
+                    read_only: Some(true),
+                    destructive: Some(false)
+                }
+            )])
+        );
+        let bare = r#"{"tools":[{"name":"sheet_read"},{"name":"sheet_erase"},{"name":"sheet_plain"},{"name":"sheet_odd"},{"name":"sheet_confirm"},{"name":"sheet_read"}]}"#;
+        let mut reader = ListingReader::new();
+        reader.page(bare.to_owned(), None, &policy, true).unwrap();
+        let without = reader.finish(&policy, None, true).unwrap();
+        assert_eq!(
+            without.admission.unwrap().admitted,
+            outcome.admission.unwrap().admitted
+        );
+        let mut reader = ListingReader::new();
+        reader.page(page.to_owned(), None, &policy, false).unwrap();
+        assert!(
+            reader
+                .finish(&policy, None, false)
+                .unwrap()
+                .claims
+                .is_empty()
+        );
     }
 }

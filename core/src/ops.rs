@@ -1142,6 +1142,7 @@ impl Machine {
         }
         let found = self.find_in(outcome.admitted().iter().map(String::as_str));
         let admission = outcome.admission;
+        let claims = outcome.claims;
         let (malformed, reused) = (outcome.malformed, outcome.reused);
         let verdict = (!reused).then(|| outcome.verdict.into_owned());
         if let Some(verdict) = verdict {
@@ -1154,6 +1155,7 @@ impl Machine {
                     tools: admission.admitted,
                     withheld: admission.withheld,
                     malformed,
+                    claims,
                 };
                 self.keep_listing(&discovery, now);
                 self.on_discovery(discovery, now);

@@ -253,6 +253,97 @@ impl TryFrom<Value> for ToolDefinition {
     }
 }
 
+/// What a surface **claims** about a tool's effects: the two MCP
+/// annotations a person weighs before trusting it, `readOnlyHint` and
+/// `destructiveHint`, each kept only when it is a JSON boolean (`None`:
+/// not claimed, or not a boolean).
+///
+/// These are the surface's words, shown to a person labelled as its claims
+/// ("the surface claims: read-only"). They are never pin material (not in
+/// [`ToolDefinition::digest`]) and never used by trust: a surface that
+/// claims a tool is read-only gains nothing by it. They travel beside the
+/// definitions, in [`crate::Discovery::claims`], only on the path that
+/// builds definitions (a `tools` operation).
+///
+/// ```
+/// use human_plus_core::ToolClaims;
+/// use serde_json::json;
+///
+/// let claims = ToolClaims::from_listing(&json!({
+///     "name": "sheet_delete_row",
+///     "annotations": {"readOnlyHint": false, "destructiveHint": true, "title": "Delete"}
+/// }));
+/// assert_eq!(claims, ToolClaims { read_only: Some(false), destructive: Some(true) });
+/// assert_eq!(claims.labels(), ["not read-only", "destructive"]);
+///
+/// // Only booleans count.
+/// let odd = ToolClaims::from_listing(&json!({"annotations": {"readOnlyHint": "yes"}}));
+/// assert!(odd.is_empty());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolClaims {
+    /// `annotations.readOnlyHint`, when it is a boolean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// `annotations.destructiveHint`, when it is a boolean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+}
+
+impl ToolClaims {
+    /// The claims of one entry of a `tools/list` answer: its
+    /// `annotations` object's `readOnlyHint` and `destructiveHint`, each
+    /// when it is a boolean. Anything else (no `annotations`, not an
+    /// object, another type) claims nothing.
+    #[must_use]
+    pub fn from_listing(entry: &Value) -> Self {
+        let hint = |key: &str| {
+            entry
+                .get("annotations")
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_bool)
+        };
+        ToolClaims {
+            read_only: hint("readOnlyHint"),
+            destructive: hint("destructiveHint"),
+        }
+    }
+
+    /// True when the surface claims neither.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.read_only.is_none() && self.destructive.is_none()
+    }
+
+    /// Each claim in Human+'s words, in a fixed order: `read-only` or
+    /// `not read-only`, then `destructive` or `not destructive`; nothing
+    /// for what is not claimed. Never the surface's own text.
+    ///
+    /// ```
+    /// use human_plus_core::ToolClaims;
+    ///
+    /// let read = ToolClaims { read_only: Some(true), destructive: None };
+    /// assert_eq!(read.labels(), ["read-only"]);
+    /// assert!(ToolClaims::default().labels().is_empty());
+    /// ```
+    #[must_use]
+    pub fn labels(&self) -> Vec<&'static str> {
+        let mut out = Vec::with_capacity(2);
+        match self.read_only {
+            Some(true) => out.push("read-only"),
+            Some(false) => out.push("not read-only"),
+            None => {}
+        }
+        match self.destructive {
+            Some(true) => out.push("destructive"),
+            Some(false) => out.push("not destructive"),
+            None => {}
+        }
+        out
+    }
+}
+
 /// The digest of a definition given by its parts, without building a
 /// [`ToolDefinition`] (no validation: the schema is digested as given, so
 /// pass `{}` rather than `null` for a tool without one).

@@ -101,6 +101,7 @@ impl SurfaceTool {
 ///     tools: vec![ToolDefinition::new("sheet_read", "Read.", json!({"type": "object"}))?],
 ///     withheld: vec![],
 ///     malformed: 0,
+///     claims: Default::default(),
 /// };
 /// let tools = toolset(&d, &[]);
 /// assert_eq!(tools[0].name, "sheet_read");

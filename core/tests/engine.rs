@@ -319,6 +319,18 @@ fn trust_withholds_reserved_and_refuses_unoffered() {
     assert_eq!(d.withheld.len(), 1);
     assert_eq!(d.withheld[0].name, "sheet_confirm_edit");
     assert!(matches!(d.withheld[0].reason, ToolRefusal::Reserved(_)));
+    // What the surface claims travels beside the definitions, for the
+    // admitted tools only: claiming read-only widens nothing.
+    assert_eq!(
+        d.claims,
+        std::collections::BTreeMap::from([(
+            "sheet_read".to_owned(),
+            ToolClaims {
+                read_only: Some(true),
+                destructive: None
+            }
+        )])
+    );
     let e = a.call("sheet_confirm_edit", json!({})).unwrap_err();
     assert_eq!(
         e,

@@ -71,6 +71,22 @@ impl Env {
         self.relay.as_ref().unwrap()
     }
 
+    /// Stops the surface as its builder says (by default without
+    /// `unregister`: a closed tab, whose session lingers on the relay).
+    pub fn stop_surface(&mut self) {
+        if let Some(s) = self.surface.take() {
+            self.rt.block_on(s.shutdown());
+        }
+    }
+
+    /// Stops the relay (and the surface first).
+    pub fn stop_relay(&mut self) {
+        self.stop_surface();
+        if let Some(r) = self.relay.take() {
+            self.rt.block_on(r.shutdown());
+        }
+    }
+
     /// The connection options for this relay in loopback development mode
     /// (trust not included).
     pub fn connect_args(&self) -> Vec<String> {

@@ -958,9 +958,9 @@ impl Sheet {
             })),
             "tools/list" => {
                 let mut tools = vec![
-                    json!({"name":"sheet_read","description":"Read cells.","inputSchema":{"type":"object"}}),
+                    json!({"name":"sheet_read","description":"Read cells.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}),
                     json!({"name":"sheet_write","description": self.write_description,"inputSchema":{"type":"object","properties":{"cell":{"type":"string"},"value":{"type":"string"}},"required":["cell","value"]}}),
-                    json!({"name":"sheet_confirm_edit","description":"The person confirms.","inputSchema":{"type":"object"}}),
+                    json!({"name":"sheet_confirm_edit","description":"The person confirms.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false}}),
                 ];
                 if self.feed {
                     tools.push(json!({"name":"changes_since","description":"What changed.","inputSchema":{"type":"object","properties":{"since":{"type":"string"}}}}));
