@@ -305,12 +305,18 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
         let page = Arc::clone(&page);
         let stop = Arc::clone(&stop);
         rt.spawn(async move {
-            let (mut calls, mut notes) = (0, 0);
+            let (mut calls, mut notes, mut again) = (0, 0, 0);
             while !stop.load(Ordering::Relaxed) {
                 page.wait_for(Duration::from_millis(500), |p| {
-                    p.calls().len() != calls || p.notifications().len() != notes
+                    p.calls().len() != calls
+                        || p.notifications().len() != notes
+                        || p.registered_again() != again
                 })
                 .await;
+                if page.registered_again() != again {
+                    again = page.registered_again();
+                    say("the relay had forgotten the session (it restarted): the page registered it again, with the same token\n");
+                }
                 let all = page.calls();
                 for c in all.iter().skip(calls) {
                     say(&format!("agent: {}\n", describe_call(c)));

@@ -8,8 +8,11 @@
 //! relay, receives on `EventSource` (`direction=inbound`), falls back to the
 //! long-poll leg when the stream fails, POSTs its answers to `outbox`, and
 //! answers MCP from its own small server with the demo sheet's tools,
-//! revisions, stale-pin refusal and attributed change feed. The relay is
-//! another origin: the page talks to it cross-origin, under the relay's CORS.
+//! revisions, stale-pin refusal and attributed change feed. It keeps its
+//! session, token and sheet in the tab's `sessionStorage`, so a reload of
+//! the tab registers the same session again and carries on; a button ends
+//! the session on the relay and starts a new one. The relay is another
+//! origin: the page talks to it cross-origin, under the relay's CORS.
 //!
 //! This server only serves the files and `/config.json` (the relay URL and
 //! surface id the page uses). In demo mode it also accepts two same-origin
@@ -517,22 +520,27 @@ async fn report(
         if surface_id != shared.config.surface_id {
             return plain(StatusCode::BAD_REQUEST, "another surface\n");
         }
-        // The first page to go live is the one the demo plays against.
+        // The first page to go live is the one the demo plays against; the
+        // same page reloaded hands the same invitation over again.
         let invitation = PageInvitation {
             relay,
             session,
             surface_id,
             token,
         };
-        let taken = shared.invitation.send_if_modified(|slot| {
-            if slot.is_none() {
+        let mut same = false;
+        shared.invitation.send_if_modified(|slot| match slot {
+            None => {
                 *slot = Some(invitation);
+                same = true;
                 true
-            } else {
+            }
+            Some(taken) => {
+                same = *taken == invitation;
                 false
             }
         });
-        if !taken {
+        if !same {
             return plain(StatusCode::CONFLICT, "another page is already live\n");
         }
     } else {
@@ -623,6 +631,13 @@ mod tests {
         assert!(answer.contains("another surface"), "{answer}");
         let (status, answer) = post(addr, "/demo/invitation", &invitation("sheet:web")).await;
         assert_eq!(status, 204, "{answer}");
+        // The same page, reloaded (it kept its session), says it again.
+        let (status, answer) = post(addr, "/demo/invitation", &invitation("sheet:web")).await;
+        assert_eq!(status, 204, "{answer}");
+        // Another page (another session) is not the one the demo plays.
+        let other = invitation("sheet:web").replace("web_0123456789ab", "web_ba9876543210");
+        let (status, answer) = post(addr, "/demo/invitation", &other).await;
+        assert_eq!(status, 409, "{answer}");
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
          relay {}\n\
          Open it in a browser: the page mints and registers its own session and shows the \
          invitation to hand to an agent (the token is copyable there and shown nowhere else). \
+         A reload of the tab keeps the session; the page's button ends it and starts a new one. \
          Ctrl-C stops.\n",
         page.url(),
         printable(&relay)

@@ -1151,6 +1151,21 @@ async fn demo_story(browser: &Browser) {
             .await
             .contains("Human+ demo agent is waiting for you")
     );
+    // The person reloads the tab: the same session (the demo's agent holds
+    // its invitation), the same sheet, and the story goes on.
+    let before = browser.invitation().await;
+    browser.client.refresh().await.unwrap();
+    browser.wait_state("sse").await;
+    browser.wait_log("This tab kept session").await;
+    assert_eq!(browser.invitation().await, before);
+    assert_eq!(browser.text("revision").await, "r1");
+    assert_eq!(
+        browser
+            .js("return document.getElementById('end').hidden")
+            .await,
+        true,
+        "the demo ends its session itself"
+    );
     browser.type_into("B4", "12").await;
     demo.expect("You typed \"12\" into B4; the sheet moved to r2.")
         .await;
@@ -1631,4 +1646,608 @@ fn mcp_text(r: &rmcp::model::CallToolResult) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+// ------------------------------- the page keeps its session (issue 27)
+
+/// Where the page keeps its session in the tab (`sessionStorage`).
+const KEPT_KEY: &str = "human-plus-web-sheet";
+
+/// Every console line holding one of `tokens` is the event stream's URL
+/// for that token (the one documented exception: `EventSource` cannot send
+/// a header). The lines are returned for more checks.
+async fn assert_token_only_in_events_urls(browser: &Browser, tokens: &[(String, String)]) {
+    let lines = browser.console_lines().await;
+    for (session, token) in tokens {
+        let events_url = format!("/{session}/events?token={token}&direction=inbound");
+        for line in lines.iter().filter(|l| l.contains(token.as_str())) {
+            assert!(
+                line.contains(&events_url),
+                "the token outside the events URL: {line}"
+            );
+        }
+    }
+}
+
+/// The number of lines of the page's log holding `needle`.
+async fn log_count(browser: &Browser, needle: &str) -> u64 {
+    browser
+        .js(&format!(
+            "return [...document.querySelectorAll('#log li')].filter(l => l.textContent.includes({needle:?})).length"
+        ))
+        .await
+        .as_u64()
+        .unwrap()
+}
+
+async fn click(browser: &Browser, id: &str) {
+    browser
+        .client
+        .find(Locator::Id(id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn tool_call_pinned(peer: &mut Peer, id: &str, tool: &str, args: Value, pin: &str) -> Value {
+    let frame = json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": args, "_meta": {"revision": pin}},
+    });
+    peer.post(&frame.to_string()).await;
+    peer.answer(id).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_session_and_the_sheet() {
+    with_browser(|browser| async move { reload_story(&browser).await }).await;
+}
+
+/// F5 in the person's tab: the same share link (session and token), the
+/// same cells and revision counter; an agent's call before the reload and
+/// one after it both work, and a pin taken before the reload is checked
+/// against the sheet as it was. What the tab kept, when it cannot be read,
+/// is never used: a new session. A copy of the tab (`window.open` copies
+/// the tab's storage) gets a session of its own.
+async fn reload_story(browser: &Browser) {
+    let relay = RelayServer::builder().start().await.unwrap();
+    let port = relay.addr().port();
+    let (server, session, token) = open_page(browser, relay.base_url(), false).await;
+    let link = share_link(browser).await;
+    let mut seen = vec![(session.clone(), token.clone())];
+
+    // Before the reload: the agent writes (r2), the person types (r3), the
+    // agent catches up on the change feed and reads (r3, which it will pin
+    // its next write to).
+    let hp = agent(port, ReceiveLeg::Sse);
+    let owner = "browser-test";
+    let invitation = SurfaceInvitation::new_insecure_loopback(
+        relay.base_url(),
+        &session,
+        &token,
+        "sheet:web",
+        "web",
+    )
+    .unwrap();
+    let id = hp
+        .attach(owner, invitation, participant())
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
+    let wrote = hp
+        .call(
+            owner,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "A5", "value": "Figs"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wrote.revision.as_ref().unwrap().token(), "r2");
+    browser.type_into("B4", "12").await;
+    browser.wait_log("You updated B4 = 12 (r3).").await;
+    let changes = hp.changes_since(owner, &id).await.unwrap();
+    assert!(changes.complete());
+    let read = hp
+        .call(owner, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .await
+        .unwrap();
+    assert_eq!(read.revision.as_ref().unwrap().token(), "r3");
+    assert!(read.text.lines().any(|l| l == "12"), "{}", read.text);
+
+    // F5.
+    browser.client.refresh().await.unwrap();
+    browser.wait_state("sse").await;
+    browser
+        .wait_log(&format!(
+            "This tab kept session {session} across the reload: the same share link, the sheet at r3."
+        ))
+        .await;
+    assert_eq!(share_link(browser).await, link, "the same share link");
+    let (_, session_after, _, token_after) = browser.invitation().await;
+    assert_eq!((&session_after, &token_after), (&session, &token));
+    assert_eq!(browser.cell("B4").await, "12");
+    assert_eq!(browser.cell("A5").await, "Figs");
+    assert_eq!(browser.text("revision").await, "r3");
+    assert_eq!(relay.sessions(), vec![session.clone()], "no new session");
+    assert_eq!(
+        browser.text("kept").await,
+        "Reloading this tab keeps this session, its link and the sheet."
+    );
+
+    // After the reload: the agent's write, pinned to the r3 it read before
+    // the reload, applies, as the revision after the last.
+    let wrote = hp
+        .call(
+            owner,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "D4", "value": "14.40"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wrote.pinned.as_ref().unwrap().token(), "r3");
+    assert_eq!(wrote.revision.as_ref().unwrap().token(), "r4");
+    browser.wait_cell("D4", "14.40").await;
+    // A write pinned to r2, from before the person's edit and the reload,
+    // is refused: the sheet did not start again at r1 (where one more
+    // change would have made an r2 that matched it).
+    let mut peer = Peer::new(port, &session, &token).await;
+    let stale = tool_call_pinned(
+        &mut peer,
+        "stale-1",
+        "sheet_set_cell",
+        json!({"address": "B4", "value": "8"}),
+        "r2",
+    )
+    .await;
+    assert_eq!(stale["error"]["code"], 409, "{stale}");
+    assert_eq!(
+        stale["error"]["data"]["code"], "revision_mismatch",
+        "{stale}"
+    );
+    assert_eq!(stale["error"]["data"]["current"], "r4", "{stale}");
+    assert_eq!(browser.cell("B4").await, "12");
+    // The change feed holds the history from before the reload, attributed.
+    let feed = tool_call_pinned(
+        &mut peer,
+        "feed-1",
+        "changes_since",
+        json!({"since": "r1"}),
+        "r1",
+    )
+    .await;
+    assert_eq!(feed["result"]["_meta"]["complete"], true, "{feed}");
+    let rows: Vec<(String, String, String)> = feed["result"]["_meta"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["handle"].as_str().unwrap().to_owned(),
+                c["actor_type"].as_str().unwrap().to_owned(),
+                c["revision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let row = |h: &str, a: &str, r: &str| (h.to_owned(), a.to_owned(), r.to_owned());
+    assert_eq!(
+        rows,
+        vec![
+            row("A5", "agent", "r2"),
+            row("B4", "human", "r3"),
+            row("D4", "agent", "r4")
+        ]
+    );
+
+    // Kept in this tab's sessionStorage only: no localStorage, no cookie.
+    assert_eq!(
+        browser
+            .js(&format!(
+                "return localStorage.length === 0 && document.cookie === '' && sessionStorage.getItem({KEPT_KEY:?}) !== null"
+            ))
+            .await,
+        true
+    );
+
+    // A copy of this tab starts with a copy of its storage: it finds this
+    // tab holding the session and opens one of its own.
+    let first = browser.client.window().await.unwrap();
+    browser
+        .js("window.open(location.href, '_blank'); return true")
+        .await;
+    let copy = loop {
+        let windows = browser.client.windows().await.unwrap();
+        if let Some(w) = windows.into_iter().find(|w| *w != first) {
+            break w;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    browser.client.switch_to_window(copy).await.unwrap();
+    browser.wait_state("sse").await;
+    browser
+        .wait_log(&format!("Another open tab holds session {session}"))
+        .await;
+    let (_, copy_session, _, copy_token) = browser.invitation().await;
+    assert_ne!(copy_session, session);
+    assert_eq!(browser.text("revision").await, "r1");
+    seen.push((copy_session, copy_token));
+    browser.client.close_window().await.unwrap();
+    browser.client.switch_to_window(first).await.unwrap();
+    assert_eq!(browser.invitation().await.1, session, "this tab kept it");
+
+    // What the tab kept, altered so that its counter no longer follows its
+    // history (a sheet that started again), is not used: a new session,
+    // and the old one is ended on the relay, so an agent holding the old
+    // link is told so instead of reaching a page that forgot its sheet.
+    browser
+        .js(&format!(
+            "const k = JSON.parse(sessionStorage.getItem({KEPT_KEY:?})); k.sheet.counter = 1; \
+             sessionStorage.setItem({KEPT_KEY:?}, JSON.stringify(k)); return true"
+        ))
+        .await;
+    browser.client.refresh().await.unwrap();
+    browser.wait_state("sse").await;
+    browser
+        .wait_log("What this tab kept could not be read, so a new session was started")
+        .await;
+    let (_, fresh, _, fresh_token) = browser.invitation().await;
+    assert_ne!(fresh, session);
+    assert_eq!(browser.text("revision").await, "r1");
+    assert_eq!(browser.cell("B4").await, "7");
+    assert!(!relay.sessions().contains(&session), "the old one ended");
+    match hp
+        .call(owner, &id, "sheet_get_cell", json!({"address": "B4"}))
+        .await
+    {
+        Err(e @ Error::SurfaceUnavailable) => assert_eq!(e.code(), "surface_unavailable"),
+        other => panic!("the old link is gone: {other:?}"),
+    }
+    seen.push((fresh.clone(), fresh_token));
+
+    // Not JSON at all: a new session too.
+    browser
+        .js(&format!(
+            "sessionStorage.setItem({KEPT_KEY:?}, '{{not json'); return true"
+        ))
+        .await;
+    browser.client.refresh().await.unwrap();
+    browser.wait_state("sse").await;
+    let (_, fresher, _, fresher_token) = browser.invitation().await;
+    assert_ne!(fresher, fresh);
+    seen.push((fresher, fresher_token));
+
+    assert_token_only_in_events_urls(browser, &seen).await;
+    drop(server);
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_the_session_revokes_its_link() {
+    with_browser(|browser| async move { end_story(&browser).await }).await;
+}
+
+/// "End this session and start a new one": asked first; then the old
+/// session is unregistered on the relay (an agent holding the old link is
+/// answered 410, `surface_unavailable`) and a new one, with a new token
+/// and a fresh sheet, is registered and shown.
+async fn end_story(browser: &Browser) {
+    let relay = RelayServer::builder()
+        .prefix("agent-relay")
+        .start()
+        .await
+        .unwrap();
+    let port = relay.addr().port();
+    let (server, session, token) = open_page(browser, relay.base_url(), false).await;
+    let old_link = share_link(browser).await;
+    let hp = agent(port, ReceiveLeg::Sse);
+    let owner = "browser-test";
+    let invitation = SurfaceInvitation::new_insecure_loopback(
+        relay.base_url(),
+        &session,
+        &token,
+        "sheet:web",
+        "web",
+    )
+    .unwrap();
+    let old = hp
+        .attach(owner, invitation, participant())
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
+    hp.call(
+        owner,
+        &old,
+        "sheet_set_cell",
+        json!({"address": "A5", "value": "Figs"}),
+    )
+    .await
+    .unwrap();
+    browser.wait_cell("A5", "Figs").await;
+
+    // Asked first; "Keep this session" changes nothing.
+    let hidden = |id: &str| format!("return document.getElementById({id:?}).hidden");
+    assert_eq!(
+        browser.text("end-session").await,
+        "End this session and start a new one"
+    );
+    assert_eq!(browser.js(&hidden("end-confirm")).await, true);
+    click(browser, "end-session").await;
+    assert_eq!(browser.js(&hidden("end-confirm")).await, false);
+    assert!(
+        browser
+            .text("end-question")
+            .await
+            .contains("Every agent holding its link is refused")
+    );
+    click(browser, "end-no").await;
+    assert_eq!(browser.js(&hidden("end-confirm")).await, true);
+    assert_eq!(browser.invitation().await.1, session);
+    assert_eq!(relay.sessions(), vec![session.clone()]);
+
+    // Ended: a new session, a new link, a fresh sheet.
+    click(browser, "end-session").await;
+    click(browser, "end-yes").await;
+    browser
+        .until(
+            "a new session in the page",
+            &format!(
+                "return document.getElementById('inv-session').textContent !== {session:?} \
+                 && document.getElementById('status').dataset.state === 'sse'"
+            ),
+        )
+        .await;
+    browser
+        .wait_log(&format!("You ended session {session}"))
+        .await;
+    let new_link = share_link(browser).await;
+    let (link_relay, new_session, new_token, surface) = parse_share_link(&new_link);
+    assert_ne!(new_link, old_link);
+    assert_ne!(new_session, session);
+    assert_ne!(new_token, token);
+    assert_eq!(link_relay, relay.base_url());
+    assert_eq!(surface, "sheet:web");
+    assert_eq!(browser.invitation().await.3, new_token);
+    assert_eq!(relay.sessions(), vec![new_session.clone()]);
+    assert_eq!(browser.text("revision").await, "r1");
+    assert_eq!(browser.cell("A5").await, "");
+    assert_eq!(browser.cell("B4").await, "7");
+
+    // The old link is revoked: the relay answers 410.
+    match hp
+        .call(owner, &old, "sheet_get_cell", json!({"address": "B4"}))
+        .await
+    {
+        Err(e @ Error::SurfaceUnavailable) => assert_eq!(e.code(), "surface_unavailable"),
+        other => panic!("the old link is revoked: {other:?}"),
+    }
+    let (status, _) = http(
+        port,
+        "GET",
+        &format!("/agent-relay/{session}/poll?token={token}&direction=outbound&wait=0"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 410);
+
+    // The new link works, and a reload keeps the new session.
+    let invitation = SurfaceInvitation::new_insecure_loopback(
+        relay.base_url(),
+        &new_session,
+        &new_token,
+        "sheet:web",
+        "web",
+    )
+    .unwrap();
+    let new = hp
+        .attach(owner, invitation, participant())
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
+    let wrote = hp
+        .call(
+            owner,
+            &new,
+            "sheet_set_cell",
+            json!({"address": "A6", "value": "Kiwis"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wrote.revision.as_ref().unwrap().token(), "r2");
+    browser.client.refresh().await.unwrap();
+    browser.wait_state("sse").await;
+    assert_eq!(browser.invitation().await.1, new_session);
+    assert_eq!(browser.cell("A6").await, "Kiwis");
+
+    // A session that is over (ended elsewhere) has nothing to confirm.
+    assert!(relay.drop_session(&new_session));
+    browser.wait_state("gone").await;
+    assert_eq!(browser.text("end-session").await, "Start a new session");
+    click(browser, "end-session").await;
+    browser.wait_state("sse").await;
+    let (_, third, _, third_token) = browser.invitation().await;
+    assert_ne!(third, new_session);
+    assert_eq!(relay.sessions(), vec![third.clone()]);
+    assert_eq!(
+        browser
+            .js("return document.querySelector('input[data-address=\"B4\"]').disabled || !document.getElementById('gone').hidden")
+            .await,
+        false,
+        "the new session can be edited"
+    );
+
+    assert_token_only_in_events_urls(
+        browser,
+        &[
+            (session, token),
+            (new_session, new_token),
+            (third, third_token),
+        ],
+    )
+    .await;
+    drop(server);
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_restarted_under_the_page_is_joined_again() {
+    with_browser(|browser| async move { restart_story(&browser).await }).await;
+}
+
+/// Starts `human-plus relay` on `port` (0: a free one); the process and
+/// its base URL.
+async fn relay_process(port: u16) -> (Proc, String) {
+    let mut relay = Proc::spawn(&["relay", "--port", &port.to_string()]);
+    let line = relay.expect("Human+ relay listening at").await;
+    let base = line.rsplit(' ').next().unwrap().to_owned();
+    (relay, base)
+}
+
+/// The relay process is killed under the page and started again on the
+/// same port, with no sessions: the page registers its session again
+/// (same token, same link, same sheet) and carries on; twice, once with
+/// its event stream past its first seconds (the stream reconnects by
+/// itself, and the page checks whether the relay is there at all) and
+/// once right after it opened (the page falls back to the poll leg). Then
+/// a 410 that follows no outage (an agent's unregister) still ends it.
+async fn restart_story(browser: &Browser) {
+    let (relay, base) = relay_process(0).await;
+    let port: u16 = base.rsplit(':').next().unwrap().parse().unwrap();
+    let (server, session, token) = open_page(browser, &base, false).await;
+    let opened = Instant::now();
+    let link = share_link(browser).await;
+    let invitation = || {
+        SurfaceInvitation::new_insecure_loopback(&base, &session, &token, "sheet:web", "web")
+            .unwrap()
+    };
+    let owner = "browser-test";
+    let hp = agent(port, ReceiveLeg::Sse);
+    let id = hp
+        .attach(owner, invitation(), participant())
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
+    let wrote = hp
+        .call(
+            owner,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "A5", "value": "Figs"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(wrote.revision.as_ref().unwrap().token(), "r2");
+    drop(hp);
+
+    let mut relay = Some(relay);
+    let mut revision = 2;
+    for round in 1..=2u64 {
+        if round == 1 {
+            // Past the event stream's first 8 s: its break is EventSource's
+            // own to reconnect.
+            let settled = opened + Duration::from_secs(9);
+            tokio::time::sleep(settled.saturating_duration_since(Instant::now())).await;
+        }
+        drop(relay.take());
+        browser
+            .until(
+                "the page noticing the relay is gone",
+                "return document.getElementById('status').dataset.state === 'reconnecting'",
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let (again, again_base) = relay_process(port).await;
+        assert_eq!(again_base, base);
+        relay = Some(again);
+        browser
+            .until(
+                "the page registering its session again",
+                &format!(
+                    "return [...document.querySelectorAll('#log li')].filter(l => l.textContent.includes('The relay had forgotten this session')).length === {round}"
+                ),
+            )
+            .await;
+        browser
+            .until(
+                "the page live again",
+                "const s = document.getElementById('status').dataset.state; return s === 'sse' || s === 'poll'",
+            )
+            .await;
+        // Round 1 went through the event stream's own reconnect (and the
+        // page's check that the relay was gone); round 2 through the poll
+        // leg, whose requests failed.
+        let unreachable = log_count(browser, "the relay could not be reached").await;
+        if round == 1 {
+            assert!(log_count(browser, "Reconnecting: the event stream broke").await >= 1);
+            assert_eq!(unreachable, 0);
+        } else {
+            assert!(unreachable >= 1);
+        }
+        assert_eq!(share_link(browser).await, link, "the same link");
+        assert_eq!(browser.text("revision").await, format!("r{revision}"));
+
+        // A new agent from the same link: the same sheet, the next revision.
+        let hp = agent(port, ReceiveLeg::Sse);
+        let id = hp
+            .attach(owner, invitation(), participant())
+            .await
+            .unwrap()
+            .id()
+            .to_owned();
+        let read = hp
+            .call(owner, &id, "sheet_get_cell", json!({"address": "A5"}))
+            .await
+            .unwrap();
+        assert!(read.text.lines().any(|l| l == "Figs"), "{}", read.text);
+        assert_eq!(
+            read.revision.as_ref().unwrap().token(),
+            format!("r{revision}")
+        );
+        let wrote = hp
+            .call(
+                owner,
+                &id,
+                "sheet_set_cell",
+                json!({"address": "B6", "value": format!("round {round}")}),
+            )
+            .await
+            .unwrap();
+        revision += 1;
+        assert_eq!(
+            wrote.revision.as_ref().unwrap().token(),
+            format!("r{revision}")
+        );
+        browser.wait_cell("B6", &format!("round {round}")).await;
+        drop(hp);
+    }
+    assert_eq!(
+        log_count(browser, "The relay had forgotten this session").await,
+        2
+    );
+
+    // Ended by a token holder on a relay that was there all along: gone.
+    let (status, body) = http(
+        port,
+        "POST",
+        &format!("/{session}/unregister?token={token}"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    browser.wait_state("gone").await;
+    assert!(browser.text("gone").await.contains("410"));
+    assert_eq!(
+        log_count(browser, "The relay had forgotten this session").await,
+        2
+    );
+
+    assert_token_only_in_events_urls(browser, &[(session, token)]).await;
+    drop(server);
+    drop(relay);
 }

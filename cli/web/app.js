@@ -14,6 +14,18 @@ const MAX_PARTICIPANTS = 50;
 const COLOUR = /^#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?$/;
 const NEUTRAL = "#6b7280";
 
+// What this tab keeps across a reload, in sessionStorage (this tab only,
+// gone with it; never localStorage, never a cookie): the session, its
+// token and the sheet (cells, revision counter, change history).
+const KEPT_KEY = "human-plus-web-sheet";
+const KEPT_VERSION = 1;
+const SESSION_ID = /^web_[0-9a-f]{12}$/;
+const TOKEN = /^hp_[0-9a-f]{32}$/;
+// Tabs of this page ask each other on this channel whether one already
+// holds a session (a duplicated tab starts with a copy of the storage).
+const TABS_CHANNEL = "human-plus-web-sheet";
+const TABS_WAIT_MS = 300;
+
 const $ = (id) => document.getElementById(id);
 
 function el(tag, attrs = {}, ...children) {
@@ -39,49 +51,330 @@ function clip(value, max = 80) {
 
 const safeColour = (c) => (typeof c === "string" && COLOUR.test(c) ? c : NEUTRAL);
 
+const newSessionId = () => "web_" + randomHex(6);
+const newToken = () => "hp_" + randomHex(16);
+
+// This tab's sessionStorage, or null where the browser refuses it.
+function tabStorage() {
+  try {
+    return window.sessionStorage || null;
+  } catch {
+    return null;
+  }
+}
+
+// What this tab kept for this page: `{kind}`, one of "none",
+// "unavailable" (no storage), "unreadable", "elsewhere" (kept for another
+// relay or surface: the page server was started again with other flags),
+// "ending" (a reload came while the person was ending the session, with
+// `session` and `token`) or "kept" (with `session`, `token` and `sheet`, a
+// snapshot still to be checked).
+function readKept(storage, config) {
+  if (!storage) return { kind: "unavailable" };
+  let raw;
+  try {
+    raw = storage.getItem(KEPT_KEY);
+  } catch {
+    return { kind: "unavailable" };
+  }
+  if (raw === null) return { kind: "none" };
+  let kept;
+  try {
+    kept = JSON.parse(raw);
+  } catch {
+    return { kind: "unreadable" };
+  }
+  if (
+    !kept || typeof kept !== "object" || kept.v !== KEPT_VERSION ||
+    typeof kept.session !== "string" || !SESSION_ID.test(kept.session) ||
+    typeof kept.token !== "string" || !TOKEN.test(kept.token)
+  ) {
+    return { kind: "unreadable" };
+  }
+  if (kept.relay !== config.relay || kept.surface !== config.surfaceId) return { kind: "elsewhere" };
+  if (kept.ending === true) return { kind: "ending", session: kept.session, token: kept.token };
+  return { kind: "kept", session: kept.session, token: kept.token, sheet: kept.sheet };
+}
+
 class Page {
   constructor(config) {
     this.config = config;
-    this.session = "web_" + randomHex(6);
-    this.token = "hp_" + randomHex(16);
+    this.storage = tabStorage();
+    this.session = null;
+    this.token = null;
+    this.server = null;
+    this.channel = null;
     this.participants = new Map(); // actor id -> {name, colour, action, target}
     this.peers = new Set(); // relay subscriber ids of agents' legs
     this.dropped = 0;
     this.highlights = new Map(); // actor id -> address
     this.handedOver = false;
-    this.server = new SheetServer({
-      serverVersion: config.version || "0",
-      onEvent: (e) => this.onSheetEvent(e),
+    // Whether what this tab keeps follows the session (false once it ended).
+    this.keeping = false;
+    // The person is ending the session (between the confirmation and the
+    // relay's answer).
+    this.ending = false;
+    this.tabs = typeof BroadcastChannel === "function" ? new BroadcastChannel(TABS_CHANNEL) : null;
+    if (this.tabs) {
+      this.tabs.addEventListener("message", (e) => {
+        const asking = e.data && typeof e.data === "object" ? e.data.asking : null;
+        if (asking && asking === this.session) this.tabs.postMessage({ holding: this.session });
+      });
+    }
+  }
+
+  async start() {
+    this.bindControls();
+    this.renderParticipants();
+    await this.open();
+  }
+
+  sheetOptions() {
+    return { serverVersion: this.config.version || "0", onEvent: (e) => this.onSheetEvent(e) };
+  }
+
+  // ------------------------------------------------------------- session
+
+  // Opens the session this tab kept (a reload), or a new one.
+  async open() {
+    const kept = readKept(this.storage, this.config);
+    let note = null;
+    if (kept.kind === "kept") {
+      let sheet = null;
+      try {
+        sheet = SheetServer.restore(kept.sheet, this.sheetOptions());
+      } catch {
+        sheet = null;
+      }
+      if (sheet && !(await this.heldByAnotherTab(kept.session))) {
+        this.begin(kept.session, kept.token, sheet);
+        this.log("state", `This tab kept session ${kept.session} across the reload: the same share link, the sheet at ${sheet.revision()}.`);
+        return;
+      }
+      if (sheet) {
+        note = `Another open tab holds session ${kept.session} (this tab started as its copy): this tab has a session of its own.`;
+      } else {
+        // The session without its sheet must not answer again: ended, so
+        // an agent holding its link is told so instead of waiting.
+        await this.endOnRelay(kept.session, kept.token);
+        note = "What this tab kept could not be read, so a new session was started; the old link no longer reaches this page.";
+      }
+    } else if (kept.kind === "ending") {
+      // A reload came while the person was ending that session: finish it.
+      const ended = await this.endOnRelay(kept.session, kept.token);
+      note = ended
+        ? `You ended session ${kept.session}: an agent holding its link is refused now.`
+        : `The relay did not confirm the end of session ${kept.session}; no page answers it any more.`;
+    } else if (kept.kind === "unreadable") {
+      note = "What this tab kept could not be read, so a new session was started; the old link no longer reaches this page.";
+    } else if (kept.kind === "elsewhere") {
+      note = "This tab kept a session on another relay; a new session was started on this one.";
+    }
+    this.begin(newSessionId(), newToken(), new SheetServer(this.sheetOptions()));
+    if (note) this.log("state", note);
+  }
+
+  // Unregisters a session this page no longer shows; whether the relay
+  // confirmed it.
+  async endOnRelay(session, token) {
+    const old = new RelayChannel({
+      base: this.config.relay,
+      session,
+      token,
+      auth: this.config.relayAuth,
+      handlers: { frame() {}, state() {}, dropped() {} },
     });
-    this.channel = new RelayChannel({
-      base: config.relay,
-      session: this.session,
-      token: this.token,
-      transport: config.transport,
-      auth: config.relayAuth,
-      handlers: {
-        frame: (text) => this.onFrame(text),
-        state: (name, info) => this.onState(name, info),
-        dropped: (reason) => this.onDropped(reason),
-      },
+    let ended = false;
+    try {
+      ended = await old.unregister();
+    } catch {
+      ended = false;
+    }
+    old.close();
+    return ended;
+  }
+
+  // Whether another open tab of this page holds `session`: a duplicated
+  // tab (or one this page opened) starts with a copy of this tab's
+  // storage, and two pages answering one session would be two sheets
+  // under one set of revisions. Asked over a BroadcastChannel, which only
+  // this origin's tabs hear; a tab that is reloading has no page to answer.
+  heldByAnotherTab(session) {
+    const tabs = this.tabs;
+    if (!tabs) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const listener = (e) => {
+        if (e.data && typeof e.data === "object" && e.data.holding === session) done(true);
+      };
+      const done = (held) => {
+        clearTimeout(timer);
+        tabs.removeEventListener("message", listener);
+        resolve(held);
+      };
+      const timer = setTimeout(() => done(false), TABS_WAIT_MS);
+      tabs.addEventListener("message", listener);
+      tabs.postMessage({ asking: session });
     });
   }
 
-  start() {
+  // Makes `session` (with `token` and `sheet`) this page's, keeps it in
+  // this tab, shows it, and registers it on the relay.
+  begin(session, token, sheet) {
+    this.session = session;
+    this.token = token;
+    this.server = sheet;
+    this.handedOver = false;
+    this.keeping = true;
+    const channel = new RelayChannel({
+      base: this.config.relay,
+      session,
+      token,
+      transport: this.config.transport,
+      auth: this.config.relayAuth,
+      handlers: {
+        frame: (text) => {
+          if (channel === this.channel) this.onFrame(text);
+        },
+        state: (name, info, detail) => {
+          if (channel === this.channel) this.onState(name, info, detail);
+        },
+        dropped: (reason) => {
+          if (channel === this.channel) this.onDropped(reason);
+        },
+      },
+    });
+    this.channel = channel;
+    this.keep();
     this.renderInvitation();
     this.renderGrid();
-    this.channel.start();
+    this.renderEnd();
+    channel.start();
+  }
+
+  // Writes what this tab keeps. Called on every change of the sheet,
+  // before the answer that reports it is posted, so a reload never finds
+  // a sheet older than what an agent was told. A write that fails (the
+  // storage is full) removes what was kept: a reload then starts a new
+  // session rather than an older sheet under this one.
+  keep() {
+    if (!this.keeping || this.ending) return;
+    let why = null;
+    if (!this.storage) {
+      why = "this browser lets the page keep nothing in this tab";
+    } else {
+      try {
+        this.storage.setItem(KEPT_KEY, JSON.stringify({
+          v: KEPT_VERSION,
+          relay: this.config.relay,
+          surface: this.config.surfaceId,
+          session: this.session,
+          token: this.token,
+          sheet: this.server.snapshot(),
+        }));
+      } catch {
+        why = "this tab could not keep the sheet (its storage is full)";
+        this.forget();
+      }
+    }
+    $("kept").textContent = why
+      ? `Reloading this tab will start a new session: ${why}.`
+      : "Reloading this tab keeps this session, its link and the sheet.";
+    $("kept").dataset.kept = why ? "no" : "yes";
+  }
+
+  // Removes what this tab keeps.
+  forget() {
+    try {
+      if (this.storage) this.storage.removeItem(KEPT_KEY);
+    } catch {
+      // nothing was kept, or nothing can be
+    }
+  }
+
+  // ------------------------------------------------------- ending it
+
+  renderEnd() {
+    const ended = !this.channel || this.channel.ended;
+    $("end-session").textContent = ended ? "Start a new session" : "End this session and start a new one";
+    $("end-session").disabled = this.ending;
+    $("end-session").hidden = !$("end-confirm").hidden;
+  }
+
+  askToEnd() {
+    $("end-note").textContent = "";
+    // A session that is over has nothing left to confirm.
+    if (!this.channel || this.channel.ended) {
+      this.endSession();
+      return;
+    }
+    $("end-confirm").hidden = false;
+    this.renderEnd();
+    $("end-no").focus();
+  }
+
+  cancelEnd() {
+    $("end-confirm").hidden = true;
+    this.renderEnd();
+  }
+
+  // Ends this session on the relay (every agent holding its link is
+  // refused from then on), forgets it, and starts a new one with a new
+  // token, link and sheet.
+  async endSession() {
+    if (this.ending) return;
+    this.ending = true;
+    $("end-confirm").hidden = true;
+    this.renderEnd();
+    const old = { session: this.session, token: this.token, channel: this.channel };
+    if (!old.channel.ended) {
+      // A reload from here on finishes the end instead of reusing the
+      // session.
+      try {
+        this.storage.setItem(KEPT_KEY, JSON.stringify({
+          v: KEPT_VERSION,
+          relay: this.config.relay,
+          surface: this.config.surfaceId,
+          session: old.session,
+          token: old.token,
+          ending: true,
+        }));
+      } catch {
+        // no storage: a reload starts a new session anyway
+      }
+      let ended = false;
+      try {
+        ended = await old.channel.unregister();
+      } catch {
+        ended = false;
+      }
+      if (!ended && !old.channel.ended) {
+        this.ending = false;
+        this.keep();
+        this.renderEnd();
+        $("end-note").textContent =
+          "The relay did not confirm the end of this session, so nothing changed: the link still works. Try again.";
+        return;
+      }
+    }
+    old.channel.close();
+    this.forget();
+    this.ending = false;
+    this.participants.clear();
+    this.peers.clear();
+    this.highlights.clear();
+    $("asks").hidden = true;
+    $("gone").hidden = true;
+    delete document.body.dataset.ended;
+    for (const input of $("grid").querySelectorAll("input")) input.disabled = false;
+    this.renderParticipants();
+    this.begin(newSessionId(), newToken(), new SheetServer(this.sheetOptions()));
+    this.log("state", `You ended session ${old.session}: an agent holding its link is refused now (the relay answers 410). This is session ${this.session}, with a new link.`);
   }
 
   // ---------------------------------------------------------- invitation
 
-  renderInvitation() {
-    $("inv-relay").textContent = this.config.relay;
-    $("inv-session").textContent = this.session;
-    $("inv-surface").textContent = this.config.surfaceId;
-    $("inv-token").value = this.token;
-    this.renderShareLink(false);
-    $("join-command").textContent = this.joinCommand();
+  // The page's buttons, bound once; each acts on the current session.
+  bindControls() {
     $("copy-link").addEventListener("click", () => this.copy(this.shareLink(), "link"));
     $("show-link").addEventListener("click", () => {
       const shown = $("show-link").textContent === "Hide";
@@ -103,6 +396,25 @@ class Page {
       input.type = hidden ? "text" : "password";
       $("show-token").textContent = hidden ? "Hide" : "Show";
     });
+    $("end-session").addEventListener("click", () => this.askToEnd());
+    $("end-yes").addEventListener("click", () => this.endSession());
+    $("end-no").addEventListener("click", () => this.cancelEnd());
+    // The demo's agent holds the one invitation the page handed over, and
+    // the demo ends the session itself.
+    $("end").hidden = !!this.config.demo;
+  }
+
+  // What the current session's invitation shows (the token masked).
+  renderInvitation() {
+    $("inv-relay").textContent = this.config.relay;
+    $("inv-session").textContent = this.session;
+    $("inv-surface").textContent = this.config.surfaceId;
+    $("inv-token").value = this.token;
+    $("inv-token").type = "password";
+    $("show-token").textContent = "Show";
+    this.renderShareLink(false);
+    $("show-link").textContent = "Show";
+    $("join-command").textContent = this.joinCommand();
   }
 
   // The share link: the relay's own session URL (its base, prefix
@@ -271,19 +583,37 @@ class Page {
     this.log("dropped", `Dropped a frame from the relay: ${clip(reason)}.`);
   }
 
-  onState(name, info) {
+  onState(name, info, detail) {
+    const terminal = name === "gone" || name === "unauthorized" || name === "failed";
+    // While the person ends the session the relay's 410 is expected: the
+    // end decides what the page shows.
+    if (terminal && this.ending) return;
+    if (terminal && !(name === "failed" && detail && detail.network)) {
+      // Over for good: a reload must not bring it back. (A relay that could
+      // not be reached may still have it: a reload tries again.)
+      this.keeping = false;
+      this.forget();
+      $("kept").textContent = "";
+    }
     const status = $("status");
     status.dataset.state = name;
+    const next = this.config.demo ? "reload to start a new session" : "press “Start a new session” (or reload) for a new one";
     const text = {
       registering: "Registering the session…",
       sse: "Live: receiving on the event stream",
       poll: "Live: receiving on the long-poll leg" + (info ? ` (${info})` : ""),
       reconnecting: "Reconnecting" + (info ? `: ${info}` : "…"),
-      gone: "This session is gone: the relay answered 410. Agents can no longer reach this page; reload to start a new session.",
-      unauthorized: "The relay refused this page's token (401).",
+      rejoined: "The relay had forgotten this session (it restarted): the page registered it again, with the same link and token.",
+      gone: `This session is gone: the relay answered 410. Agents can no longer reach this page; ${next}.`,
+      unauthorized: `The relay refused this page's token (401); ${next}.`,
       failed: "Could not open the session" + (info ? `: ${info}` : "."),
     }[name] || name;
     status.textContent = text;
+    if (name === "rejoined") {
+      // The agents' legs were on the relay that went away.
+      this.peers.clear();
+      this.renderParticipants();
+    }
     if (name === "sse" || name === "poll") {
       $("transport").textContent = name === "sse" ? "event stream (SSE)" : "long-poll";
       if (!this.handedOver && this.config.demo) {
@@ -296,12 +626,14 @@ class Page {
         });
       }
     }
-    if (name === "gone" || name === "unauthorized" || name === "failed") {
+    if (terminal) {
       document.body.dataset.ended = name;
       $("gone").hidden = false;
       $("gone").textContent = text;
       for (const input of $("grid").querySelectorAll("input")) input.disabled = true;
+      $("end-confirm").hidden = true;
     }
+    this.renderEnd();
     if (name !== "registering" && name !== "sse") this.log("state", text);
   }
 
@@ -319,6 +651,8 @@ class Page {
   onSheetEvent(e) {
     switch (e.type) {
       case "change":
+        // Kept before the answer that reports the change is posted.
+        this.keep();
         this.renderGrid();
         if (e.actor === "agent" && e.kind === "cell") this.flash(e.handle, "flash-agent");
         this.log(e.actor === "human" ? "human" : "write",
@@ -435,8 +769,7 @@ async function main() {
     return;
   }
   const page = new Page(config);
-  page.start();
-  page.renderParticipants();
+  await page.start();
 }
 
 main();

@@ -153,6 +153,83 @@ export class SheetServer {
     });
   }
 
+  // ------------------------------------------------- kept across a reload
+
+  // What a page keeps so that a reload of its tab carries on where it was:
+  // every cell, the revision counter and the change history (the last
+  // MAX_CHANGES changes), as plain JSON. Nothing else (the calls seen, who
+  // is present) is part of what a revision means.
+  snapshot() {
+    return {
+      counter: this.counter,
+      firstKept: this.firstKept,
+      cells: this.entries(),
+      changes: this.changes.map((c) => [c.n, c.handle, c.change, c.actor, c.kind]),
+    };
+  }
+
+  // The sheet a snapshot describes, with `options` as the constructor's.
+  // Throws when anything in it is not what `snapshot` writes: a sheet
+  // whose counter, history and cells do not agree must never answer under
+  // the session it was kept for (a pin taken before could match another
+  // sheet).
+  static restore(snapshot, options = {}) {
+    const bad = (what) => {
+      throw new Error("the kept sheet is unreadable: " + what);
+    };
+    if (!isObject(snapshot)) bad("not an object");
+    const { counter, firstKept, cells, changes } = snapshot;
+    if (!Number.isSafeInteger(counter) || counter < 1) bad("counter");
+    if (!Number.isSafeInteger(firstKept) || firstKept < 1) bad("firstKept");
+    if (!Array.isArray(cells) || !Array.isArray(changes)) bad("cells or changes");
+    if (changes.length > MAX_CHANGES) bad("too many changes");
+    const sheet = new SheetServer({ ...options, cells: [] });
+    for (const entry of cells) {
+      if (!Array.isArray(entry) || entry.length !== 3) bad("a cell");
+      const [r, c, v] = entry;
+      if (!Number.isSafeInteger(r) || r < 1 || r > MAX_ROW) bad("a row");
+      if (!Number.isSafeInteger(c) || c < 1 || c > MAX_COL) bad("a column");
+      if (typeof v !== "string" || v === "") bad("a value");
+      const key = `${r},${c}`;
+      if (sheet.cellMap.has(key)) bad("a cell twice");
+      sheet.cellMap.set(key, v);
+    }
+    if (changes.length === 0) {
+      // Nothing ever changed: the first revision.
+      if (counter !== 1 || firstKept !== 1) bad("a counter without changes");
+    } else {
+      const first = Array.isArray(changes[0]) ? changes[0][0] : null;
+      if (!Number.isSafeInteger(first) || first < 2) bad("the first change");
+      // Either every change since r1 is kept, or the oldest were dropped
+      // at the bound and `firstKept` says where the history starts.
+      if (first === 2 ? firstKept !== 1 : firstKept !== first || changes.length !== MAX_CHANGES) bad("firstKept");
+      changes.forEach((entry, i) => {
+        if (!Array.isArray(entry) || entry.length !== 5) bad("a change");
+        const [n, handle, change, actor, kind] = entry;
+        if (n !== first + i) bad("the changes' order");
+        if (!["created", "updated", "deleted"].includes(change)) bad("a change's kind");
+        if (actor !== "human" && actor !== "agent") bad("a change's actor");
+        let label;
+        if (kind === "cell") {
+          const key = parseAddress(handle);
+          if (!key || formatAddress(key[0], key[1]) !== handle) bad("a change's cell");
+          label = `${SHEET}!${handle}`;
+        } else if (kind === "row") {
+          const m = typeof handle === "string" ? /^row:([1-9][0-9]{0,6})$/.exec(handle) : null;
+          if (!m || change !== "deleted") bad("a change's row");
+          label = `${SHEET} row ${m[1]}`;
+        } else {
+          bad("a change's target");
+        }
+        sheet.changes.push({ n, revision: "r" + n, handle, change, actor, kind, label });
+      });
+      if (changes[changes.length - 1][0] !== counter) bad("the counter");
+    }
+    sheet.counter = counter;
+    sheet.firstKept = firstKept;
+    return sheet;
+  }
+
   // ------------------------------------------------------------- writes
 
   setCell(actor, address, value) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use human_plus_relay::{
-    Actor, CallOutcome, DemoSurface, RelayServer, RevisionMode, SurfaceError, SurfaceLeg,
+    Actor, CallOutcome, DemoSurface, Direction, RelayServer, RevisionMode, SurfaceError, SurfaceLeg,
 };
 use serde_json::{Value, json};
 
@@ -382,5 +382,137 @@ async fn the_person_and_the_record() {
     assert!(relay.drop_session("person"));
     assert!(surface.wait_for(SOON, |s| s.ended().is_some()).await);
     assert_eq!(surface.ended().as_deref(), Some("session_gone"));
+    relay.shutdown().await;
+}
+
+/// The relay is stopped under the page and started again on the same
+/// port, with no sessions: the page, which could not reach it meanwhile,
+/// hears 410 and registers the same session again with the same token, and
+/// carries on with the same sheet (the next revision follows the last). A
+/// 410 that follows no outage still ends the page.
+async fn relay_restarted_under_the_page(leg: SurfaceLeg) {
+    let relay = RelayServer::builder().start().await.unwrap();
+    let addr = relay.addr();
+    let session = format!("restart-{leg:?}").to_lowercase();
+    let surface = DemoSurface::builder(relay.base_url(), &session, TOKEN)
+        .leg(leg)
+        .poll_wait(Duration::from_secs(2))
+        .start()
+        .await
+        .unwrap();
+    let mut agent = Agent::poll(addr, &session, TOKEN, Some("agent-1")).await;
+    let wrote = agent
+        .call(
+            json!("w-1"),
+            "tools/call",
+            tool_call(
+                "sheet_set_cell",
+                json!({"address": "A5", "value": "Figs"}),
+                Some("r1"),
+            ),
+        )
+        .await;
+    assert_eq!(wrote["result"]["_meta"]["revision"], "r2", "{wrote}");
+    drop(agent);
+
+    relay.shutdown().await;
+    // Long enough for the page's leg to find nobody listening (it retries
+    // within 100 ms, then backs off up to 2 s).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(surface.registered_again(), 0);
+    let relay = RelayServer::builder().bind(addr).start().await.unwrap();
+    assert!(
+        surface.wait_for(SOON, |s| s.registered_again() == 1).await,
+        "the page registered its session again"
+    );
+    assert_eq!(relay.sessions(), vec![session.clone()]);
+    assert!(
+        eventually(|| relay
+            .subscribers(&session)
+            .iter()
+            .any(|s| s.direction == Direction::Inbound))
+        .await,
+        "the page's receive leg is open again"
+    );
+    assert_eq!(surface.ended(), None);
+
+    // The same sheet, the same token: a pin from before is still checked.
+    let mut agent = Agent::poll(addr, &session, TOKEN, Some("agent-2")).await;
+    let stale = agent
+        .call(
+            json!("w-2"),
+            "tools/call",
+            tool_call(
+                "sheet_set_cell",
+                json!({"address": "B4", "value": "8"}),
+                Some("r1"),
+            ),
+        )
+        .await;
+    assert_eq!(stale["error"]["code"], 409, "{stale}");
+    assert_eq!(stale["error"]["data"]["current"], "r2", "{stale}");
+    let read = agent
+        .call(
+            json!("r-1"),
+            "tools/call",
+            tool_call("sheet_get_cell", json!({"address": "A5"}), None),
+        )
+        .await;
+    assert_eq!(read["result"]["_meta"]["revision"], "r2", "{read}");
+    assert_eq!(read["result"]["content"][0]["text"], "Figs", "{read}");
+    let wrote = agent
+        .call(
+            json!("w-3"),
+            "tools/call",
+            tool_call(
+                "sheet_set_cell",
+                json!({"address": "D4", "value": "14.40"}),
+                Some("r2"),
+            ),
+        )
+        .await;
+    assert_eq!(wrote["result"]["_meta"]["revision"], "r3", "{wrote}");
+    assert_eq!(surface.cell("B4").as_deref(), Some("7"));
+
+    // Ended on a relay that was there all along: the page stops.
+    assert!(relay.drop_session(&session));
+    assert!(surface.wait_for(SOON, |s| s.ended().is_some()).await);
+    assert_eq!(surface.ended().as_deref(), Some("session_gone"));
+    assert_eq!(surface.registered_again(), 1);
+    assert!(relay.sessions().is_empty());
+    surface.shutdown().await;
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_relay_is_joined_again_on_the_sse_leg() {
+    relay_restarted_under_the_page(SurfaceLeg::Sse).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_relay_is_joined_again_on_the_poll_leg() {
+    relay_restarted_under_the_page(SurfaceLeg::Poll).await;
+}
+
+/// A page that did not register its session (someone else did) never
+/// registers it again: after an outage, its 410 still ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_did_not_register_does_not_register_again() {
+    let relay = RelayServer::builder().start().await.unwrap();
+    let addr = relay.addr();
+    let registered = register(addr, "not-mine", TOKEN).await;
+    assert_eq!(registered.status, 200);
+    let surface = DemoSurface::builder(relay.base_url(), "not-mine", TOKEN)
+        .register(false)
+        .start()
+        .await
+        .unwrap();
+    relay.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let relay = RelayServer::builder().bind(addr).start().await.unwrap();
+    assert!(surface.wait_for(SOON, |s| s.ended().is_some()).await);
+    assert_eq!(surface.ended().as_deref(), Some("session_gone"));
+    assert_eq!(surface.registered_again(), 0);
+    assert!(relay.sessions().is_empty());
     relay.shutdown().await;
 }

@@ -17,6 +17,12 @@
 //!   (`actor_type` `human` for the person's edits, `agent` for tool writes),
 //!   with `_meta.complete`.
 //!
+//! A 410 on the receive leg ends the page, except after an outage: when the
+//! leg could not reach the relay (a refused or broken connection) and the
+//! relay then answers 410, a relay that restarted has forgotten the
+//! session, and a surface that registered the session registers it again,
+//! with the same token, and carries on ([`DemoSurface::registered_again`]).
+//!
 //! Everything the session does is recorded for tests: tool calls and their
 //! outcome ([`DemoSurface::calls`]), notifications
 //! ([`DemoSurface::notifications`], [`DemoSurface::activity`]), agents
@@ -30,6 +36,7 @@ pub(crate) mod sheet;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -292,21 +299,11 @@ impl DemoSurfaceBuilder {
             changed: Notify::new(),
             poll_wait_ms: u64::try_from(self.poll_wait.as_millis()).unwrap_or(u64::MAX),
             rewrite: self.rewrite,
+            registers: self.register,
+            registered_again: AtomicUsize::new(0),
         });
         if self.register {
-            let body = json!({"session": inner.session, "token": inner.token}).to_string();
-            let (status, answer) = inner
-                .client
-                .send_full(
-                    Method::POST,
-                    &inner.client.target("/register"),
-                    Some(body),
-                    POST_TIMEOUT,
-                )
-                .await?;
-            if status != 200 {
-                return Err(status_error(status, &answer));
-            }
+            inner.register().await?;
         }
         let task = match self.leg {
             SurfaceLeg::Sse => {
@@ -345,6 +342,10 @@ struct Inner {
     changed: Notify,
     poll_wait_ms: u64,
     rewrite: Option<Rewrite>,
+    /// The surface registered the session (so it may register it again).
+    registers: bool,
+    /// How many times the session was registered again after an outage.
+    registered_again: AtomicUsize,
 }
 
 enum Opened {
@@ -434,6 +435,54 @@ impl Inner {
         *lock(&self.ended) = Some(reason.to_owned());
         self.changed.notify_waiters();
     }
+
+    /// `POST /register` with the session's id and token.
+    async fn register(&self) -> Result<(), SurfaceError> {
+        let body = json!({"session": self.session, "token": self.token}).to_string();
+        let (status, answer) = self
+            .client
+            .send_full(
+                Method::POST,
+                &self.client.target("/register"),
+                Some(body),
+                POST_TIMEOUT,
+            )
+            .await?;
+        if status == 200 {
+            Ok(())
+        } else {
+            Err(status_error(status, &answer))
+        }
+    }
+
+    /// The relay answered 410 after the receive leg could not reach it: a
+    /// relay that restarted has forgotten the session. Registers it again
+    /// (only a surface that registered it), trying while the relay cannot
+    /// be reached; whether the leg goes on.
+    async fn register_again(&self) -> bool {
+        if !self.registers {
+            return false;
+        }
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.register().await {
+                Ok(()) => {
+                    self.registered_again.fetch_add(1, Ordering::SeqCst);
+                    tracing::info!("the relay had forgotten the session; registered it again");
+                    self.changed.notify_waiters();
+                    return true;
+                }
+                Err(SurfaceError::Connect(_) | SurfaceError::Timeout(_)) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "registering the session again was refused");
+                    return false;
+                }
+            }
+        }
+    }
 }
 
 /// Whether an `event: error` / status ends the page for good.
@@ -444,14 +493,27 @@ fn terminal(reason: &str) -> bool {
 async fn run_sse(inner: Arc<Inner>, first: Response<Incoming>) {
     let mut response = Some(first);
     let mut backoff = Duration::from_millis(100);
+    // The leg could not reach the relay since it last had a stream.
+    let mut outage = false;
     loop {
         let current = match response.take() {
             Some(r) => r,
             None => match inner.open_sse().await {
                 Ok(r) => r,
-                Err(Opened::Status(410, _)) => return inner.end("session_gone"),
+                Err(Opened::Status(410, _)) => {
+                    if outage && inner.register_again().await {
+                        outage = false;
+                        continue;
+                    }
+                    return inner.end("session_gone");
+                }
                 Err(Opened::Status(401, _)) => return inner.end("invalid_token"),
-                Err(_) => {
+                Err(other) => {
+                    if let Opened::Failed(SurfaceError::Connect(_) | SurfaceError::Timeout(_)) =
+                        other
+                    {
+                        outage = true;
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
@@ -459,10 +521,17 @@ async fn run_sse(inner: Arc<Inner>, first: Response<Incoming>) {
             },
         };
         backoff = Duration::from_millis(100);
+        outage = false;
         let mut body = current.into_body();
         let mut reader = SseReader::new(SSE_BUDGET);
         let mut events = Vec::new();
-        while let Some(Ok(frame)) = body.frame().await {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                // The connection broke under the stream (a relay that ends
+                // a session ends the stream cleanly).
+                outage = true;
+                break;
+            };
             let Ok(data) = frame.into_data() else {
                 continue;
             };
@@ -486,11 +555,14 @@ async fn run_poll(inner: Arc<Inner>, mut subscriber: String, first: Vec<String>)
         inner.handle(&frame).await;
     }
     let mut backoff = Duration::from_millis(100);
+    // The leg could not reach the relay since its last answer.
+    let mut outage = false;
     loop {
         match inner.poll_once(&subscriber, inner.poll_wait_ms).await {
             Ok((200, body)) => match parse_poll(&body) {
                 Ok((id, frames)) => {
                     backoff = Duration::from_millis(100);
+                    outage = false;
                     if !id.is_empty() {
                         subscriber = id;
                     }
@@ -504,9 +576,24 @@ async fn run_poll(inner: Arc<Inner>, mut subscriber: String, first: Vec<String>)
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             },
-            Ok((410, _)) => return inner.end("session_gone"),
+            Ok((410, _)) => {
+                if outage && inner.register_again().await {
+                    // A new relay: a new subscriber.
+                    outage = false;
+                    subscriber.clear();
+                    continue;
+                }
+                return inner.end("session_gone");
+            }
             Ok((401, _)) => return inner.end("invalid_token"),
-            Ok(_) | Err(_) => {
+            Ok(_) => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            Err(error) => {
+                if matches!(error, SurfaceError::Connect(_) | SurfaceError::Timeout(_)) {
+                    outage = true;
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -667,6 +754,15 @@ impl DemoSurface {
     #[must_use]
     pub fn ended(&self) -> Option<String> {
         lock(&self.inner.ended).clone()
+    }
+
+    /// How many times the surface registered its session again, with the
+    /// same token, because the relay answered 410 after an outage (a relay
+    /// that restarted has forgotten it). See the
+    /// [module documentation](self).
+    #[must_use]
+    pub fn registered_again(&self) -> usize {
+        self.inner.registered_again.load(Ordering::SeqCst)
     }
 
     /// The person at the page.
