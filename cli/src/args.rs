@@ -70,6 +70,11 @@ pub enum Command {
     /// the MCP client configuration files that start a bridge on it. What
     /// to run when the agent says it cannot reach the surface.
     Status(StatusArgs),
+    /// What changed on the surface since you reviewed a profile's tools
+    /// (each tool unchanged, changed with its difference, new or gone),
+    /// and, on your say-so, trust, pins and the reviewed definitions
+    /// updated together; a running bridge picks them up without a restart.
+    Review(ReviewArgs),
 }
 
 impl Command {
@@ -88,6 +93,7 @@ impl Command {
                 | Command::Join(_)
                 | Command::Mcp(_)
                 | Command::Status(_)
+                | Command::Review(_)
         )
     }
 }
@@ -567,6 +573,28 @@ pub struct ProbeArgs {
     /// Connection options (trust defaults to --every-tool here).
     #[command(flatten)]
     pub connect: ConnectArgs,
+}
+
+/// `review` options.
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    /// The profile to review (a name `join` saved).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Accept these tools without asking: a changed one's new definition,
+    /// a new one's trust.
+    #[arg(long, value_delimiter = ',', value_name = "TOOL[,TOOL...]")]
+    pub accept: Vec<String>,
+    /// Accept everything the review shows as changed or new, without
+    /// asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// Print the review as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How the traffic is carried.
+    #[command(flatten)]
+    pub transport: TransportArgs,
 }
 
 /// `mcp` options.

@@ -417,6 +417,36 @@ pub fn connect_resolved_within(
     })
 }
 
+/// The connection options of profile `name` alone (no flag overrides it),
+/// with `transport` and a participant `(id, name)` of Human+'s own: what
+/// `status` and `review` connect with.
+#[must_use]
+pub fn profile_args(name: &str, transport: TransportArgs, who: (&str, &str)) -> ConnectArgs {
+    ConnectArgs {
+        profile: Some(name.to_owned()),
+        link: LinkSourceArgs {
+            invitation_file: None,
+            relay_path: human_plus_core::DEFAULT_RELAY_PATH.to_owned(),
+            invitation_flag: None,
+            link_flag: None,
+        },
+        relay: None,
+        session: None,
+        surface: None,
+        application: None,
+        token_file: None,
+        allow: Vec::new(),
+        every_tool: false,
+        pin: Vec::new(),
+        pins_file: None,
+        egress: EgressArgs::default(),
+        transport,
+        participant_id: who.0.to_owned(),
+        participant_name: who.1.to_owned(),
+        participant_color: "#7c3aed".to_owned(),
+    }
+}
+
 /// The environment variable a link a person shared is read from.
 pub const INVITATION_ENV: &str = "HUMAN_PLUS_INVITATION";
 

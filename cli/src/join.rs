@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use human_plus_core::{
@@ -38,6 +38,7 @@ use serde_json::Value;
 use crate::args::JoinArgs;
 use crate::commands::discovery_text;
 use crate::connect::{INVITATION_ENV, Resolved, connect_resolved, read_bounded, read_link_text};
+use crate::console::Asker;
 use crate::exit::{self, Failure, printable};
 use crate::launcher::{BridgeCommand, shell_quote};
 use crate::profile::{self, CONFIG_DIR_ENV, Profile, ProfileEgress};
@@ -46,37 +47,6 @@ use crate::profile::{self, CONFIG_DIR_ENV, Profile, ProfileEgress};
 /// path or the launcher instead (`crate::launcher`): a client started from
 /// a desktop may not have `~/.cargo/bin` on its `PATH`.
 pub const COMMAND: &str = "human-plus";
-
-/// Asks the person, when there is a terminal.
-struct Asker {
-    interactive: bool,
-}
-
-impl Asker {
-    /// `question [y/N]` on stderr, the answer from the terminal; `default`
-    /// on an empty answer. Without a terminal: `flag`.
-    fn confirm(&self, question: &str, default: bool, flag: bool) -> Result<bool, Failure> {
-        if !self.interactive {
-            return Ok(flag);
-        }
-        if flag {
-            return Ok(true);
-        }
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{question} [{}] ", if default { "Y/n" } else { "y/N" });
-        let _ = err.flush();
-        let mut line = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .map_err(|e| Failure::internal(format!("cannot read the answer: {e}")))?;
-        Ok(match line.trim().to_ascii_lowercase().as_str() {
-            "" => default,
-            "y" | "yes" => true,
-            _ => false,
-        })
-    }
-}
 
 /// Prints a line on stdout as soon as it is known (join talks to a person
 /// between its steps).

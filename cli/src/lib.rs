@@ -38,6 +38,7 @@ pub mod probe;
 pub mod profile;
 pub mod prompt;
 mod random;
+pub mod review;
 mod rt;
 pub mod serve;
 pub mod status;
@@ -71,6 +72,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Join(a) => join::run(&a).map(|()| None),
         Command::Mcp(a) => mcp_main(&a).map(|()| None),
         Command::Status(a) => status::run(&a).map(Some),
+        Command::Review(a) => review::run(&a).map(Some),
     };
     match outcome {
         Ok(text) => {

@@ -372,7 +372,18 @@ pub fn load(name: &str) -> Result<Loaded, Failure> {
         ));
     }
     check_profile_path(&dir, PathKind::Directory)?;
-    let _lock = ProfileLock::take(&dir, false)?;
+    let lock = ProfileLock::take(&dir, false)?;
+    load_holding(name, &lock)
+}
+
+/// Reads profile `name` while the caller holds its lock (shared, or
+/// exclusive to write what it read back): [`load`] without taking it.
+///
+/// # Errors
+/// As [`load`].
+pub fn load_holding(name: &str, _lock: &ProfileLock) -> Result<Loaded, Failure> {
+    let dir = profile_dir(name)?;
+    let file = dir.join(PROFILE_FILE);
     let text = read_profile_file(&file)?;
     let profile: Profile = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("profile {name} ({}): {e}", file.display())))?;

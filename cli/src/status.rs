@@ -40,7 +40,7 @@ use human_plus_core::{
 };
 use serde_json::{Value, json};
 
-use crate::args::{ConnectArgs, EgressArgs, LinkSourceArgs, StatusArgs, TransportArgs};
+use crate::args::{ConnectArgs, StatusArgs, TransportArgs};
 use crate::connect::{self, Connection};
 use crate::exit::{Context, Failure, printable};
 use crate::join;
@@ -239,33 +239,15 @@ pub struct ProbeReport {
 /// The connection options of profile `name` for the probe: nothing but the
 /// profile, the transport and the timeout.
 fn probe_args(name: &str, args: &StatusArgs) -> ConnectArgs {
-    ConnectArgs {
-        profile: Some(name.to_owned()),
-        link: LinkSourceArgs {
-            invitation_file: None,
-            relay_path: human_plus_core::DEFAULT_RELAY_PATH.to_owned(),
-            invitation_flag: None,
-            link_flag: None,
-        },
-        relay: None,
-        session: None,
-        surface: None,
-        application: None,
-        token_file: None,
-        allow: Vec::new(),
-        every_tool: false,
-        pin: Vec::new(),
-        pins_file: None,
-        egress: EgressArgs::default(),
-        transport: TransportArgs {
+    connect::profile_args(
+        name,
+        TransportArgs {
             transport: args.transport,
             runtime: args.runtime,
             timeout: args.timeout,
         },
-        participant_id: "human-plus-status".to_owned(),
-        participant_name: "Human+ status".to_owned(),
-        participant_color: "#7c3aed".to_owned(),
-    }
+        ("human-plus-status", "Human+ status"),
+    )
 }
 
 /// Probes profile `name`: resolves it as every command does, connects
