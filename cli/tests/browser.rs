@@ -1475,35 +1475,8 @@ async fn join_story(browser: &Browser, node_shape: bool) {
         &format!("'{}' join --yes --pin", common::BIN.replace('\'', "'\\''")),
         1,
     );
-    let input = format!("{link}\n");
-    let config_dir = config.display().to_string();
-    let join = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new("bash")
-            .args(["-c", &line])
-            .env("HUMAN_PLUS_CONFIG_DIR", &config_dir)
-            .env_remove("HUMAN_PLUS_TOKEN")
-            .env_remove("HUMAN_PLUS_INVITATION")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("bash runs the join line");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
-    let (out, err) = (
-        String::from_utf8_lossy(&join.stdout).into_owned(),
-        String::from_utf8_lossy(&join.stderr).into_owned(),
-    );
-    assert!(join.status.success(), "join: {out}\n{err}");
+    let (out, err) = run_join_line(&line, &config, &link).await;
+
     for text in [&out, &err] {
         assert!(!text.contains(&token), "the token in join's output: {text}");
     }
@@ -1611,6 +1584,9 @@ async fn join_story(browser: &Browser, node_shape: bool) {
     assert_eq!(write.is_error, Some(false), "{}", mcp_text(&write));
     browser.wait_cell("D4", "14.40").await;
     assert_eq!(browser.cell("B4").await, "12");
+    if !node_shape {
+        the_day_after(browser, &client, &line, &config, &session).await;
+    }
 
     client.cancel().await.unwrap();
     let mut logged = String::new();
@@ -1619,6 +1595,118 @@ async fn join_story(browser: &Browser, node_shape: bool) {
     drop(server);
     drop(relay);
     let _ = std::fs::remove_dir_all(&config);
+}
+
+/// Runs `join`'s line from the page (`line`, with `--yes --pin`) in bash
+/// with `link` on its input; its output and error.
+async fn run_join_line(line: &str, config: &std::path::Path, link: &str) -> (String, String) {
+    let input = format!("{link}\n");
+    let config_dir = config.display().to_string();
+    let line = line.to_owned();
+    let join = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("bash")
+            .args(["-c", &line])
+            .env("HUMAN_PLUS_CONFIG_DIR", &config_dir)
+            .env_remove("HUMAN_PLUS_TOKEN")
+            .env_remove("HUMAN_PLUS_INVITATION")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bash runs the join line");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&join.stdout).into_owned(),
+        String::from_utf8_lossy(&join.stderr).into_owned(),
+    );
+    assert!(join.status.success(), "join: {out}\n{err}");
+    (out, err)
+}
+
+/// The same bridge, never restarted, through the person's day (issue 27):
+/// the page reloaded (its session kept: the bridge goes on), then the
+/// session ended on the page and a new link joined under the same name
+/// (the bridge follows it, says so once, and the write lands on the new
+/// session).
+async fn the_day_after(
+    browser: &Browser,
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    join_line: &str,
+    config: &std::path::Path,
+    session: &str,
+) {
+    browser.client.refresh().await.unwrap();
+    browser.wait_state("sse").await;
+    assert_eq!(browser.invitation().await.1, session);
+    let after_reload = mcp_call(client, "sheet_get_cell", json!({"address": "B4"})).await;
+    assert_eq!(
+        after_reload.is_error,
+        Some(false),
+        "{}",
+        mcp_text(&after_reload)
+    );
+    assert!(
+        mcp_text(&after_reload).contains("\n12\n"),
+        "{}",
+        mcp_text(&after_reload)
+    );
+
+    click(browser, "end-session").await;
+    click(browser, "end-yes").await;
+    browser
+        .until(
+            "a new session in the page",
+            &format!(
+                "return document.getElementById('inv-session').textContent !== {session:?} \
+                 && document.getElementById('status').dataset.state === 'sse'"
+            ),
+        )
+        .await;
+    let gone = mcp_call(client, "sheet_get_cell", json!({"address": "B4"})).await;
+    assert_eq!(gone.is_error, Some(true));
+    assert!(
+        mcp_text(&gone).contains("human-plus join --name web-sheet"),
+        "{}",
+        mcp_text(&gone)
+    );
+    let link = share_link(browser).await;
+    let (out, _) = run_join_line(join_line, config, &link).await;
+    assert!(
+        out.contains("picks this link up without a restart"),
+        "{out}"
+    );
+    let started = std::time::Instant::now();
+    let back = loop {
+        let r = mcp_call(client, "sheet_get_cell", json!({"address": "B4"})).await;
+        if r.is_error != Some(true) {
+            break r;
+        }
+        assert!(started.elapsed() < WAIT, "{}", mcp_text(&r));
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    assert!(
+        mcp_text(&back).starts_with(human_plus_core::REJOINED_NOTE),
+        "{}",
+        mcp_text(&back)
+    );
+    let write = mcp_call(
+        client,
+        "sheet_set_cell",
+        json!({"address": "A6", "value": "Quince"}),
+    )
+    .await;
+    assert_eq!(write.is_error, Some(false), "{}", mcp_text(&write));
+    browser.wait_cell("A6", "Quince").await;
 }
 
 async fn mcp_call(
