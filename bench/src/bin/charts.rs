@@ -7,8 +7,9 @@
 //! - `docs/core-vs-python.svg`: the core's costs beside the Python port's,
 //!   same inputs, same harness;
 //! - `docs/launchers.svg`: the bridge's start-up and peak memory through
-//!   each launcher (native binary, uvx, npx) beside mcp-relay-client
-//!   through node and npx, one run.
+//!   each launcher (native binary, uvx, npx) and from a profile (with and
+//!   without the reviewed definitions; a killed page) beside
+//!   mcp-relay-client through node and npx, one run.
 //!
 //! The figures are transcribed below from BENCHMARKS.md (each table named
 //! where it is used), not measured here: `cargo run -p human-plus-bench
@@ -138,50 +139,90 @@ const COSTS: [Cost; 10] = [
 struct Launch {
     label: &'static str,
     human_plus: bool,
+    /// Started against a page killed without unregistering.
+    killed_page: bool,
     startup_ms: f64,
     peak_mib: f64,
 }
 
-/// BENCHMARKS.md, "One line to install (issue 29)": `launchers
-/// --rounds 30`, one run (medians of 30 starts each).
-const LAUNCHES: [Launch; 6] = [
+/// BENCHMARKS.md, "One line to install (issue 29), and start-up from a
+/// profile (issue 27)": `launchers --rounds 30`, one run (medians of 30
+/// starts each), every row of its table.
+const LAUNCHES: [Launch; 10] = [
     Launch {
-        label: "human-plus, native binary",
+        label: "human-plus, native binary, flags",
         human_plus: true,
-        startup_ms: 7.1,
+        killed_page: false,
+        startup_ms: 8.7,
+        peak_mib: 10.8,
+    },
+    Launch {
+        label: "human-plus, --profile (reviewed definitions)",
+        human_plus: true,
+        killed_page: false,
+        startup_ms: 5.2,
+        peak_mib: 10.8,
+    },
+    Launch {
+        label: "human-plus, --profile without reviewed.json",
+        human_plus: true,
+        killed_page: false,
+        startup_ms: 8.1,
+        peak_mib: 10.9,
+    },
+    Launch {
+        label: "human-plus, --profile, page killed",
+        human_plus: true,
+        killed_page: true,
+        startup_ms: 5.6,
         peak_mib: 10.7,
+    },
+    Launch {
+        label: "human-plus, flags, page killed (--timeout 2)",
+        human_plus: true,
+        killed_page: true,
+        startup_ms: 2006.9,
+        peak_mib: 10.8,
     },
     Launch {
         label: "human-plus, uvx (cached)",
         human_plus: true,
-        startup_ms: 28.6,
-        peak_mib: 40.3,
+        killed_page: false,
+        startup_ms: 34.4,
+        peak_mib: 41.3,
     },
     Launch {
         label: "human-plus, npx (cached)",
         human_plus: true,
-        startup_ms: 588.4,
-        peak_mib: 133.7,
+        killed_page: false,
+        startup_ms: 486.0,
+        peak_mib: 133.8,
     },
     Launch {
         label: "mcp-relay-client, node",
         human_plus: false,
-        startup_ms: 113.3,
+        killed_page: false,
+        startup_ms: 110.2,
         peak_mib: 60.0,
     },
     Launch {
         label: "mcp-relay-client, npx (cached)",
         human_plus: false,
-        startup_ms: 615.5,
-        peak_mib: 142.9,
+        killed_page: false,
+        startup_ms: 591.2,
+        peak_mib: 143.0,
     },
     Launch {
         label: "mcp-relay-client, npx -y (asks)",
         human_plus: false,
-        startup_ms: 660.3,
-        peak_mib: 143.8,
+        killed_page: false,
+        startup_ms: 591.1,
+        peak_mib: 143.5,
     },
 ];
+
+/// The lighter blue of the rows against a killed page.
+const KILLED_PAGE: RGBColor = RGBColor(158, 202, 225);
 
 const COLOURS: [RGBColor; 4] = [
     RGBColor(190, 190, 190),
@@ -382,12 +423,16 @@ fn core_costs(path: &Path) -> Result<(), Failure> {
 }
 
 fn launchers(path: &Path) -> Result<(), Failure> {
-    let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
+    let root = SVGBackend::new(path, (1100, 580)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (body, foot) = root.split_vertically(380);
-    let (left, right) = body.split_horizontally(560);
+    let (body, foot) = root.split_vertically(520);
+    let (left, right) = body.split_horizontally(680);
     let rows = LAUNCHES.len() as f64;
-    let colour = |l: &Launch| if l.human_plus { COLOURS[1] } else { COLOURS[3] };
+    let colour = |l: &Launch| match (l.human_plus, l.killed_page) {
+        (true, true) => KILLED_PAGE,
+        (true, false) => COLOURS[1],
+        (false, _) => COLOURS[3],
+    };
     let label = |y: &f64| {
         let i = y.floor();
         if (y - i - 0.5).abs() < 1e-6 {
@@ -410,8 +455,8 @@ fn launchers(path: &Path) -> Result<(), Failure> {
         .margin(12)
         .margin_right(30)
         .x_label_area_size(30)
-        .y_label_area_size(210)
-        .build_cartesian_2d((1f64..2000f64).log_scale(), 0f64..rows)?;
+        .y_label_area_size(300)
+        .build_cartesian_2d((1f64..5000f64).log_scale(), 0f64..rows)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -458,8 +503,13 @@ fn launchers(path: &Path) -> Result<(), Failure> {
         )))?;
     }
     foot.draw(&Text::new(
-        "BENCHMARKS.md, \"One line to install\": medians of 30 starts each, one run, one local relay; cached = the package already in the launcher's cache.",
+        "BENCHMARKS.md, \"One line to install (issue 29), and start-up from a profile (issue 27)\": medians of 30 starts each, one run, one local relay;",
         (14, 8),
+        ("sans-serif", 12).into_font(),
+    ))?;
+    foot.draw(&Text::new(
+        "cached = the package already in the launcher's cache; lighter: a page killed without unregistering (from flags, tools/list waits the 2 s timeout and errs).",
+        (14, 28),
         ("sans-serif", 12).into_font(),
     ))?;
     root.present()?;

@@ -10,14 +10,25 @@
 //!     [--uv target/package-tools/bin/uv] [--scratch target/launchers-bench]
 //! ```
 //!
-//! One relay and two pages (`human-plus relay`, `human-plus surface`, the
-//! release binary) serve every row: one page for the `human-plus` bridges,
-//! one for mcp-relay-client (it labels nothing, so its replies must not
-//! share a session with labelled clients). The rows, run one after the
-//! other in a rotating order, each process ending before the next starts:
+//! One relay and three pages (`human-plus relay`, `human-plus surface`,
+//! the release binary): one page for the `human-plus` bridges, one for
+//! mcp-relay-client (it labels nothing, so its replies must not share a
+//! session with labelled clients), and one that is joined, then killed
+//! without unregistering (the relay keeps its session; nobody answers it).
+//! The rows, run one after the other in a rotating order, each process
+//! ending before the next starts:
 //!
-//! * `human-plus mcp`, the native binary (what `join` writes for an
-//!   installation);
+//! * `human-plus mcp`, the native binary, from flags;
+//! * `human-plus mcp --profile NAME`, the native binary, from a profile
+//!   that `human-plus join --yes --pin` wrote in the run's setup (what
+//!   `join` writes into a client's configuration): with the definitions
+//!   the person reviewed (`reviewed.json`), which answer `initialize` and
+//!   the first `tools/list` before the surface is asked, and the same
+//!   profile with its `reviewed.json` removed (one written before issue
+//!   27), which waits for the surface's listing as the flags do;
+//! * the killed page: `--profile` with its reviewed definitions, and the
+//!   flags, both with `--timeout 2`; from the flags, `tools/list` waits the
+//!   exchange timeout and answers an error;
 //! * `uvx human-plus@V mcp` (what `join` writes from uvx), the package in
 //!   uv's cache, the index a simple index on loopback;
 //! * `npx --prefer-offline -y human-plus@V mcp` (what `join` writes from
@@ -29,17 +40,20 @@
 //!   the line its users write, which asks the registry at every start
 //!   (here on loopback, so a floor for that request).
 //!
-//! Every child gets only `HOME` (its launcher's), `HUMAN_PLUS_TOKEN` and
-//! `PATH=/usr/bin:/bin`, what a client started from the desktop passes on
-//! (with the person's shell `PATH`, uv may query a Python interpreter
+//! Every child gets only `HOME` (its launcher's), `PATH=/usr/bin:/bin` and
+//! `HUMAN_PLUS_TOKEN` (a profile's bridge: `HUMAN_PLUS_CONFIG_DIR`, its
+//! token is the profile's), what a client started from the desktop passes
+//! on (with the person's shell `PATH`, uv may query a Python interpreter
 //! through a version manager's shim at every start).
 //!
 //! The client is a minimal MCP client on the child's stdio: `initialize`
 //! (2025-06-18), then `notifications/initialized` and `tools/list`;
 //! start-up is spawn to the `tools/list` answer. Peak memory is the sum of
 //! `VmHWM` over the child's process tree (the launcher's processes
-//! included) read at that answer. mcp-relay-client is not published on the
-//! registry this machine reaches: pass a tarball built from its source
+//! included) read at that answer. A start that gets no answer within a
+//! minute is left out of its row's figures and listed under the table
+//! with the child's standard error. mcp-relay-client is not published on
+//! the registry this machine reaches: pass a tarball built from its source
 //! (the rows are skipped without one).
 
 #![allow(
@@ -75,6 +89,11 @@ struct Opts {
 struct Row {
     client: &'static str,
     launcher: String,
+    /// What the launcher line does not say (printed after it).
+    note: &'static str,
+    /// The first `tools/list` is answered with an error (the silent page
+    /// through the flags: the exchange timeout), not with tools.
+    answers_error: bool,
     program: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -82,6 +101,8 @@ struct Row {
     startups: Vec<Duration>,
     peaks_kib: Vec<u64>,
     processes: usize,
+    /// The starts that got no answer, and why.
+    unanswered: Vec<String>,
 }
 
 fn root() -> PathBuf {
@@ -129,6 +150,38 @@ fn setup(program: impl AsRef<std::ffi::OsStr>, args: &[&str], env: &[(&str, &Pat
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `human-plus join --yes --pin --name NAME` with `link` on standard
+/// input, as a person runs it, into the configuration directory `config`.
+fn join(bin: &Path, config: &Path, name: &str, link: &str, egress: &[&str]) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(bin)
+        .args(["join", "--yes", "--pin", "--name", name])
+        .args(egress)
+        .env("HUMAN_PLUS_CONFIG_DIR", config)
+        .env_remove("HUMAN_PLUS_TOKEN")
+        .env_remove("HUMAN_PLUS_INVITATION")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{link}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "join {name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reviewed = config.join("profiles").join(name).join("reviewed.json");
+    assert!(reviewed.exists(), "join {name} wrote no {reviewed:?}");
 }
 
 /// Starts a background process (kept in `children`, ended with them) and
@@ -219,29 +272,36 @@ fn tree_peak(pid: u32) -> (u64, Vec<u32>) {
     (sum, tree)
 }
 
-/// Reads JSON-RPC lines until the answer to `id`.
+/// Reads JSON-RPC lines until the answer to `id`; `None` when the output
+/// ends first.
 async fn answer(
     lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     id: u64,
-) -> Value {
+) -> Option<Value> {
     loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("the bridge closed its output before answering {id}"));
+        let line = lines.next_line().await.ok().flatten()?;
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
         if v.get("id") == Some(&json!(id)) {
-            return v;
+            return Some(v);
         }
     }
 }
 
+/// What one start measured: the time to the `tools/list` answer, the
+/// tree's peak memory then (KiB) and its processes.
+struct Started {
+    took: Duration,
+    peak_kib: u64,
+    processes: usize,
+}
+
 /// One start: spawn, `initialize`, `tools/list`; the time to that answer
-/// and the tree's peak memory then.
-async fn start(row: &Row) -> (Duration, u64, usize) {
+/// and the tree's peak memory then. `Err` says which answer never came
+/// (within [`STEP`], or the output ended) and what the child wrote to its
+/// standard error.
+async fn start(row: &Row, log: &Path) -> Result<Started, String> {
     let mut cmd = Command::new(&row.program);
     cmd.args(&row.args)
         .env_clear()
@@ -249,7 +309,7 @@ async fn start(row: &Row) -> (Duration, u64, usize) {
         .current_dir(&row.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
         .kill_on_drop(true);
     let started = Instant::now();
     let mut child: Child = cmd.spawn().unwrap();
@@ -259,13 +319,15 @@ async fn start(row: &Row) -> (Duration, u64, usize) {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "launchers-bench", "version": "0"}}});
+    let mut waiting = "initialize";
     let result = tokio::time::timeout(STEP, async {
         stdin
             .write_all(format!("{init}\n").as_bytes())
             .await
             .unwrap();
-        let first = answer(&mut lines, 1).await;
+        let first = answer(&mut lines, 1).await?;
         assert!(first.get("result").is_some(), "{first}");
+        waiting = "tools/list";
         let rest = concat!(
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             "\n",
@@ -275,12 +337,26 @@ async fn start(row: &Row) -> (Duration, u64, usize) {
         stdin.write_all(rest.as_bytes()).await.unwrap();
         answer(&mut lines, 2).await
     })
-    .await
-    .unwrap_or_else(|_| panic!("{} {}: no tools/list answer", row.client, row.launcher));
+    .await;
     let took = started.elapsed();
-    let (peak, tree) = tree_peak(pid);
-    let tools = result["result"]["tools"].as_array().map_or(0, Vec::len);
-    assert!(tools > 0, "{result}");
+    let (peak_kib, tree) = tree_peak(pid);
+    let outcome = match result {
+        Ok(Some(result)) => {
+            if row.answers_error {
+                assert!(result.get("error").is_some(), "{result}");
+            } else {
+                let tools = result["result"]["tools"].as_array().map_or(0, Vec::len);
+                assert!(tools > 0, "{result}");
+            }
+            Ok(Started {
+                took,
+                peak_kib,
+                processes: tree.len(),
+            })
+        }
+        Ok(None) => Err(format!("its output ended before the {waiting} answer")),
+        Err(_) => Err(format!("no {waiting} answer within {} s", STEP.as_secs())),
+    };
     drop(stdin);
     if tokio::time::timeout(Duration::from_secs(5), child.wait())
         .await
@@ -297,7 +373,10 @@ async fn start(row: &Row) -> (Duration, u64, usize) {
             .arg(p.to_string())
             .status();
     }
-    (took, peak, tree.len())
+    outcome.map_err(|why| {
+        let stderr = std::fs::read_to_string(log).unwrap_or_default();
+        format!("{why}; its standard error: {:?}", stderr.trim())
+    })
 }
 
 fn median<T: Copy + Ord>(v: &[T]) -> T {
@@ -351,7 +430,7 @@ async fn main() {
     );
     let port = url.rsplit(':').next().unwrap().to_owned();
     let token = "0123456789abcdef0123456789abcdef".to_owned();
-    for session in ["bench_hp", "bench_mrc"] {
+    for session in ["bench_hp", "bench_mrc", "bench_silent"] {
         background(
             &mut children,
             std::process::Command::new(&bin)
@@ -361,6 +440,37 @@ async fn main() {
             "is open in session",
         );
     }
+
+    // The profiles, as `join` writes them: `bench` (with the reviewed
+    // definitions), `bench-old` (the same, its reviewed.json removed: a
+    // profile written before issue 27) and `silent`, the third page's,
+    // which is then killed without unregistering.
+    let config = scratch.join("config");
+    let egress = [
+        "--allow-insecure-loopback",
+        "--allow-unverified-egress",
+        "--allow-host",
+        "127.0.0.1",
+        "--allow-port",
+        &port,
+    ];
+    for (name, session) in [
+        ("bench", "bench_hp"),
+        ("bench-old", "bench_hp"),
+        ("silent", "bench_silent"),
+    ] {
+        join(
+            &bin,
+            &config,
+            name,
+            &format!("{url}/{session}?token={token}"),
+            &egress,
+        );
+    }
+    std::fs::remove_file(config.join("profiles/bench-old/reviewed.json")).unwrap();
+    let mut silent_page = children.0.pop().unwrap();
+    silent_page.kill().unwrap();
+    silent_page.wait().unwrap();
 
     // uv's index: a simple index of the wheel, served on loopback.
     let index = scratch.join("index");
@@ -431,32 +541,47 @@ async fn main() {
     let project = scratch.join("npm-project");
     std::fs::create_dir_all(&project).unwrap();
 
-    let hp_args = |prefix: &[&str]| -> Vec<String> {
+    let flags = |prefix: &[&str], session: &str, suffix: &[&str]| -> Vec<String> {
         prefix
             .iter()
+            .chain(&[
+                "mcp",
+                "--relay",
+                &url,
+                "--session",
+                session,
+                "--surface",
+                "sheet:one",
+                "--every-tool",
+                "--allow-host",
+                "127.0.0.1",
+                "--allow-port",
+                &port,
+                "--allow-unverified-egress",
+                "--allow-insecure-loopback",
+            ])
+            .chain(suffix)
             .map(|s| (*s).to_owned())
-            .chain(
-                [
-                    "mcp",
-                    "--relay",
-                    &url,
-                    "--session",
-                    "bench_hp",
-                    "--surface",
-                    "sheet:one",
-                    "--every-tool",
-                    "--allow-host",
-                    "127.0.0.1",
-                    "--allow-port",
-                    &port,
-                    "--allow-unverified-egress",
-                    "--allow-insecure-loopback",
-                ]
-                .iter()
-                .map(|s| (*s).to_owned()),
-            )
             .collect()
     };
+    let hp_args = |prefix: &[&str]| flags(prefix, "bench_hp", &[]);
+    let profile_args = |name: &str, suffix: &[&str]| -> Vec<String> {
+        ["mcp", "--profile", name]
+            .iter()
+            .chain(suffix)
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    // A client's entry written by `join` for a profile: the configuration
+    // directory, no token (it is the profile's).
+    let profile_env = vec![
+        ("HOME".to_owned(), scratch.display().to_string()),
+        ("PATH".to_owned(), path.clone()),
+        (
+            "HUMAN_PLUS_CONFIG_DIR".to_owned(),
+            config.display().to_string(),
+        ),
+    ];
     let env_for = |home: &Path| -> Vec<(String, String)> {
         vec![
             ("HOME".into(), home.display().to_string()),
@@ -471,9 +596,12 @@ async fn main() {
         args,
         env,
         cwd: cwd.to_path_buf(),
+        note: "",
+        answers_error: false,
         startups: Vec::new(),
         peaks_kib: Vec::new(),
         processes: 0,
+        unanswered: Vec::new(),
     };
     let hp_spec = format!("human-plus@{version}");
     let mut rows = vec![
@@ -485,6 +613,51 @@ async fn main() {
             env_for(&scratch),
             &scratch,
         ),
+        Row {
+            note: " (reviewed definitions: answers before the surface)",
+            ..row(
+                "human-plus",
+                "human-plus mcp --profile bench".into(),
+                bin.clone(),
+                profile_args("bench", &[]),
+                profile_env.clone(),
+                &scratch,
+            )
+        },
+        Row {
+            note: " (no reviewed.json, an older profile: waits for the surface)",
+            ..row(
+                "human-plus",
+                "human-plus mcp --profile bench-old".into(),
+                bin.clone(),
+                profile_args("bench-old", &[]),
+                profile_env.clone(),
+                &scratch,
+            )
+        },
+        Row {
+            note: " (the page killed: answers from the reviewed definitions)",
+            ..row(
+                "human-plus",
+                "human-plus mcp --profile silent --timeout 2".into(),
+                bin.clone(),
+                profile_args("silent", &["--timeout", "2"]),
+                profile_env.clone(),
+                &scratch,
+            )
+        },
+        Row {
+            note: " (the page killed, from flags: waits the timeout, answers an error)",
+            answers_error: true,
+            ..row(
+                "human-plus",
+                "native binary, --timeout 2".into(),
+                bin.clone(),
+                flags(&[], "bench_silent", &["--timeout", "2"]),
+                env_for(&scratch),
+                &scratch,
+            )
+        },
         row(
             "human-plus",
             format!("uvx {hp_spec}"),
@@ -566,16 +739,29 @@ async fn main() {
 
     // One warm-up round, then the measured rounds, the order rotating.
     let started = Instant::now();
+    let log = scratch.join("logs/start.txt");
     for r in &rows {
-        let _ = start(r).await;
+        if let Err(e) = start(r, &log).await {
+            eprintln!("warm-up, {} `{}`: {e}", r.client, r.launcher);
+        }
     }
     for round in 0..o.rounds {
         for k in 0..rows.len() {
             let i = (round + k) % rows.len();
-            let (took, peak, processes) = start(&rows[i]).await;
-            rows[i].startups.push(took);
-            rows[i].peaks_kib.push(peak);
-            rows[i].processes = processes;
+            match start(&rows[i], &log).await {
+                Ok(s) => {
+                    rows[i].startups.push(s.took);
+                    rows[i].peaks_kib.push(s.peak_kib);
+                    rows[i].processes = s.processes;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "round {round}, {} `{}`: {e}",
+                        rows[i].client, rows[i].launcher
+                    );
+                    rows[i].unanswered.push(e);
+                }
+            }
         }
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -585,7 +771,7 @@ async fn main() {
     let native_kib = median(&rows[0].peaks_kib) as f64;
     let node = rows
         .iter()
-        .find(|r| r.launcher == "node dist/index.js")
+        .find(|r| r.launcher == "node dist/index.js" && !r.startups.is_empty())
         .map(|r| (ms(median(&r.startups)), median(&r.peaks_kib) as f64));
     println!(
         "human-plus {version} (release binary {}), {} rounds in {:.0} s, load average at the end {}",
@@ -603,6 +789,13 @@ async fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
+        if r.startups.is_empty() {
+            println!(
+                "| {} | `{}`{} | no answer | — | — | — | — | — | — |",
+                r.client, r.launcher, r.note
+            );
+            continue;
+        }
         let m = ms(median(&r.startups));
         let min = ms(*r.startups.iter().min().unwrap());
         let max = ms(*r.startups.iter().max().unwrap());
@@ -611,14 +804,37 @@ async fn main() {
             || ("—".to_owned(), "—".to_owned()),
             |(t, k)| (format!("{:.2}x", m / t), format!("{:.2}x", kib / k)),
         );
+        let answered = if r.unanswered.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} of {} starts answered)",
+                r.startups.len(),
+                r.startups.len() + r.unanswered.len()
+            )
+        };
         println!(
-            "| {} | `{}` | {m:.1} ms [{min:.1}–{max:.1}] | {:.1}x | {vs_node_t} | {:.1} MiB | {:.1}x | {vs_node_m} | {} |",
+            "| {} | `{}`{} | {m:.1} ms [{min:.1}–{max:.1}]{answered} | {:.1}x | {vs_node_t} | {:.1} MiB | {:.1}x | {vs_node_m} | {} |",
             r.client,
             r.launcher,
+            r.note,
             m / native_ms,
             kib / 1024.0,
             kib / native_kib,
             r.processes
         );
+    }
+    for r in rows.iter().filter(|r| !r.unanswered.is_empty()) {
+        println!();
+        println!(
+            "{} `{}`: {} of {} starts got no answer (not in its figures):",
+            r.client,
+            r.launcher,
+            r.unanswered.len(),
+            r.startups.len() + r.unanswered.len()
+        );
+        for why in &r.unanswered {
+            println!("- {why}");
+        }
     }
 }
