@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ProtocolError};
-use crate::listed::Key;
+use crate::scalar::Key;
 use crate::revision::{REVISION_KEYS, SurfaceRevision, revision_among, trim_ascii_php};
 use crate::scalar::{Members, Scalar, Skip};
 

@@ -3,7 +3,7 @@
 //! into SHA-256 ([`CanonicalHasher`]), an entry read by the listing rules
 //! ([`ListedTool`]) and a tool's digest from its parts ([`tool_digest`]).
 //! Shared by the two readers of a listing page (`listing.rs`, the tree way,
-//! and `listing_names.rs`, the names way) and by the change feed's reader.
+//! and `listing_names.rs`, the names way).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::canonical::{utf16_cmp, write_number, write_string};
 use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
+use crate::scalar::Key;
 use crate::tool::{DIGEST_PREFIX, ToolClaims, ToolDefinition, is_blank};
 use crate::trust::Judged;
 
@@ -106,31 +107,6 @@ impl<'de> Visitor<'de> for JsonVisitor {
             members.push((key, value));
         }
         Ok(Json::Object(members))
-    }
-}
-
-/// An object key, borrowed when it holds no escape.
-pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_owned())))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
     }
 }
 

@@ -20,8 +20,8 @@ use std::borrow::Cow;
 
 use crate::canonical::{canonical_depth, canonicalize};
 use crate::error::{Error, ProtocolError};
-use crate::listed::{Json, Key, Material, tool_digest};
-use crate::scalar::Skip;
+use crate::listed::{Json, Material, tool_digest};
+use crate::scalar::{Key, Skip};
 use crate::tool::is_blank;
 use crate::trust::TrustPolicy;
 

@@ -1,7 +1,9 @@
 //! A JSON member as the rules that read a surface's results see it, the
 //! same whether it came from a `serde_json::Value` or straight from the
 //! result's bytes: the rules (revision, change rows, completeness) are
-//! written once, over [`Scalar`] and [`Members`].
+//! written once, over [`Scalar`] and [`Members`]. An object's key is read
+//! as a [`Key`] (borrowed unless escaped) by every reader of JSON members:
+//! a listing's entries, the change feed and the JSON-RPC envelope.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -200,6 +202,31 @@ impl<'de> Visitor<'de> for Skip {
             map.next_value_seed(Skip)?;
         }
         Ok(())
+    }
+}
+
+/// An object key, borrowed when it holds no escape.
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 
