@@ -2,11 +2,11 @@
 //! plain identifiers ([`crate::is_plain_identifier`]) and frames, and
 //! bounded as a whole by the one byte budget.
 
-use crate::changes::{SurfaceChange, SurfaceChanges};
+use crate::answers::changes::{SurfaceChange, SurfaceChanges};
+use crate::answers::guard::ResultGuard;
 use crate::entropy::Entropy;
 use crate::error::Error;
-use crate::guard::ResultGuard;
-use crate::plain::is_plain_identifier;
+use crate::values::plain::is_plain_identifier;
 
 /// The sentence that opens the list of changes to defer to.
 pub const DEFER_HEADING: &str = "Defer to these: re-read them, do not correct them:";
@@ -170,7 +170,7 @@ fn matched_frame_len(frame: &str) -> Option<(usize, usize)> {
         return None;
     }
     let body = frame.get(line_end + 1..)?;
-    if !body.starts_with(crate::guard::FRAME_NOTICE) {
+    if !body.starts_with(crate::answers::guard::FRAME_NOTICE) {
         return None;
     }
     let close = format!("\n</untrusted-tool-output id=\"{nonce}\">");
@@ -188,7 +188,7 @@ fn over_budget(guard: &ResultGuard, size: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::changes::ChangeFeed;
+    use crate::answers::changes::ChangeFeed;
     use crate::entropy::SeededEntropy;
     use crate::error::ToolRefusal;
     use serde_json::json;

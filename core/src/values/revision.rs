@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::scalar::{Members, Scalar};
+use crate::values::scalar::{Members, Scalar};
 
 /// The keys a revision is read from, in order. For each key `_meta` is
 /// looked at before the top level.

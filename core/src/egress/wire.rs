@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::endpoint::RelayUrl;
+use crate::egress::endpoint::RelayUrl;
 
 /// Identifies one HTTP request the core asked for, within one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -299,7 +299,7 @@ impl Default for TransportConfig {
         TransportConfig {
             leg: ReceiveLeg::Sse,
             timeout: Duration::from_secs(30),
-            max_frame_bytes: crate::sse::DEFAULT_MAX_EVENT_BYTES,
+            max_frame_bytes: crate::formats::sse::DEFAULT_MAX_EVENT_BYTES,
             max_tool_pages: 16,
             min_poll_interval: Duration::from_millis(250),
             warm: false,

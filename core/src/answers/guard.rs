@@ -1,10 +1,10 @@
 //! Result framing: every result is bounded and framed as untrusted data
 //! before a model reads it.
 
+use crate::admission::trust::is_well_formed_tool_name;
 use crate::entropy::{Entropy, hex};
 use crate::error::{Error, ToolRefusal};
-use crate::plain::surface_label;
-use crate::trust::is_well_formed_tool_name;
+use crate::values::plain::surface_label;
 
 /// The default byte budget of a framed result.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 65_536;

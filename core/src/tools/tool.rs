@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{write_canonical, write_string};
 use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
+use crate::tools::canonical::{write_canonical, write_string};
 
 /// The prefix of every tool digest.
 pub const DIGEST_PREFIX: &str = "sha256:";
@@ -390,7 +390,7 @@ pub(crate) fn is_blank(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canonical::canonical_json;
+    use crate::tools::canonical::canonical_json;
     use serde_json::json;
 
     #[test]

@@ -13,12 +13,12 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{utf16_cmp, write_number, write_string};
+use crate::admission::trust::Judged;
 use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
-use crate::scalar::Key;
-use crate::tool::{DIGEST_PREFIX, ToolClaims, ToolDefinition, is_blank};
-use crate::trust::Judged;
+use crate::tools::canonical::{utf16_cmp, write_number, write_string};
+use crate::tools::tool::{DIGEST_PREFIX, ToolClaims, ToolDefinition, is_blank};
+use crate::values::scalar::Key;
 
 /// A JSON value that borrows its strings from the text it was read from
 /// (a string holding an escape is the only one copied). Read with

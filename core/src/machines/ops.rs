@@ -17,30 +17,30 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::attachment::SurfaceAttachment;
-use crate::attachment_state::AttachmentState;
-use crate::changes::{SurfaceChanges, is_change_feed_tool, read_feed_frame};
-use crate::discovery::Discovery;
-use crate::endpoint::{EgressPolicy, RelayEndpoint};
+use crate::admission::discovery::Discovery;
+use crate::admission::listing::ListingReader;
+use crate::admission::trust::TrustPolicy;
+use crate::answers::changes::{SurfaceChanges, is_change_feed_tool, read_feed_frame};
+use crate::answers::guard::ResultGuard;
+use crate::egress::endpoint::{EgressPolicy, RelayEndpoint};
+use crate::egress::secrets::Secrets;
+use crate::egress::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
 use crate::entropy::{Entropy, random_id};
 use crate::error::{
     ConflictDetectionUnavailable, DeliveryUnknown, Error, ProtocolError, SurfaceChangedUnderYou,
     SurfaceError, ToolRefusal, Unauthorized,
 };
-use crate::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
-use crate::guard::ResultGuard;
-use crate::invitation::{Activity, Participant, SurfaceInvitation};
-use crate::jsonrpc::{
+use crate::formats::jsonrpc::{
     CLIENT_NAME, CLIENT_VERSION, MCP_PROTOCOL_VERSION, Reply, RequestIds, encode_notification,
     encode_request,
 };
-use crate::listing::ListingReader;
-use crate::owner::OwnerKey;
-use crate::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
-use crate::secrets::Secrets;
-use crate::tool::ToolDefinition;
-use crate::trust::TrustPolicy;
-use crate::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
+use crate::invite::invitation::{Activity, Participant, SurfaceInvitation};
+use crate::invite::owner::OwnerKey;
+use crate::machines::attachment::SurfaceAttachment;
+use crate::machines::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
+use crate::tools::tool::ToolDefinition;
+use crate::values::attachment_state::AttachmentState;
+use crate::values::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
 
 /// Everything a manager is configured with: egress, transport, trust,
 /// framing and the two opt-ins.
@@ -351,9 +351,9 @@ mod sealed {
     pub enum Produced {
         Tools(super::Discovery),
         Call(super::CallResult),
-        Changes(crate::changes::SurfaceChanges),
+        Changes(crate::answers::changes::SurfaceChanges),
         Announced,
-        Detached(crate::attachment::SurfaceAttachment),
+        Detached(crate::machines::attachment::SurfaceAttachment),
     }
 
     pub trait Sealed: Sized {
@@ -1014,14 +1014,13 @@ impl Machine {
             {
                 Ok(result) => {
                     let version = result.get("protocolVersion");
-                    if !version
-                        .and_then(Value::as_str)
-                        .is_some_and(|v| crate::jsonrpc::SURFACE_PROTOCOL_VERSIONS.contains(&v))
-                    {
+                    if !version.and_then(Value::as_str).is_some_and(|v| {
+                        crate::formats::jsonrpc::SURFACE_PROTOCOL_VERSIONS.contains(&v)
+                    }) {
                         // Quoted later only when it has a version's shape.
                         let shown = version
                             .and_then(Value::as_str)
-                            .filter(|v| crate::plain::is_protocol_version_shape(v))
+                            .filter(|v| crate::values::plain::is_protocol_version_shape(v))
                             .map(str::to_owned);
                         self.fail(Error::Protocol(ProtocolError::UnsupportedProtocolVersion(
                             shown,

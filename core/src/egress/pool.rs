@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::endpoint::ConnectionKey;
-use crate::wire::PoolConfig;
+use crate::egress::endpoint::ConnectionKey;
+use crate::egress::wire::PoolConfig;
 
 /// The idle connections of one runtime, by key.
 ///

@@ -4,8 +4,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::discovery::Discovery;
-use crate::tool::ToolDefinition;
+use crate::admission::discovery::Discovery;
+use crate::tools::tool::ToolDefinition;
 
 /// One admitted surface tool, described for a model: name, description,
 /// parameters (the schema's `properties`), the required parameter names,

@@ -51,8 +51,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use serde::Deserialize;
 
 use crate::error::{Error, InvitationError, LinkRefusal};
-use crate::invitation::{RelayToken, SurfaceInvitation, is_valid_session_id};
-use crate::plain::{PLAIN_IDENTIFIER_MAX, is_plain_identifier};
+use crate::invite::invitation::{RelayToken, SurfaceInvitation, is_valid_session_id};
+use crate::values::plain::{PLAIN_IDENTIFIER_MAX, is_plain_identifier};
 
 /// The relay path a share link's relay lives under, below the page's
 /// origin, unless configured otherwise: mcp-relay-client's default, and

@@ -18,12 +18,12 @@ use serde_json::value::RawValue;
 
 use std::borrow::Cow;
 
-use crate::canonical::{canonical_depth, canonicalize};
+use crate::admission::listed::{Json, Material, tool_digest};
+use crate::admission::trust::TrustPolicy;
 use crate::error::{Error, ProtocolError};
-use crate::listed::{Json, Material, tool_digest};
-use crate::scalar::{Key, Skip};
-use crate::tool::is_blank;
-use crate::trust::TrustPolicy;
+use crate::tools::canonical::{canonical_depth, canonicalize};
+use crate::tools::tool::is_blank;
+use crate::values::scalar::{Key, Skip};
 
 /// The containers around a tool's schema: the page object, its `tools`
 /// array and the entry object.

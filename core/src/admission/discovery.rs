@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::tool::{ToolClaims, ToolDefinition};
-use crate::trust::Withheld;
+use crate::admission::trust::Withheld;
+use crate::tools::tool::{ToolClaims, ToolDefinition};
 
 /// The tools discovery admitted, and what it withheld.
 ///

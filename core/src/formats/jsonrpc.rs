@@ -327,7 +327,7 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
                 mut map: A,
             ) -> Result<Envelope<'de>, A::Error> {
                 let mut e = Envelope::default();
-                while let Some(crate::scalar::Key(key)) = map.next_key()? {
+                while let Some(crate::values::scalar::Key(key)) = map.next_key()? {
                     match key.as_ref() {
                         "id" => e.id = Some(map.next_value()?),
                         "method" => {

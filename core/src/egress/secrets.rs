@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::fmt::Write as _;
 
-use crate::invitation::SurfaceInvitation;
-use crate::proxy::ProxyCredentials;
+use crate::egress::proxy::ProxyCredentials;
+use crate::invite::invitation::SurfaceInvitation;
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -95,7 +95,7 @@ impl Secrets {
         });
         self.push(hex.to_ascii_uppercase());
         self.push(hex);
-        self.push(crate::proxy::base64(token.as_bytes()));
+        self.push(crate::egress::proxy::base64(token.as_bytes()));
     }
 
     /// Adds an egress proxy's credentials: the `user:password` pair and its
@@ -103,7 +103,7 @@ impl Secrets {
     /// when it is long enough to be unmistakable.
     pub fn add_proxy_credentials(&mut self, credentials: &ProxyCredentials) {
         let pair = format!("{}:{}", credentials.user(), credentials.password());
-        self.push(crate::proxy::base64(pair.as_bytes()));
+        self.push(crate::egress::proxy::base64(pair.as_bytes()));
         if pair.len() >= MIN_SECRET_LEN {
             self.push(pair);
         }

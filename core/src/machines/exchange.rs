@@ -21,15 +21,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::discovery::Discovery;
-use crate::endpoint::{RelayEndpoint, RelayUrl};
-use crate::error::{DeliveryUnknown, Error, ProtocolError, Unauthorized};
-use crate::jsonrpc::{Correlation, Notice, Reply, correlate, correlate_text, notice, notice_of};
-use crate::poll::{parse_broker_poll, parse_fancy_poll};
-use crate::sse::SseDecoder;
-use crate::wire::{
+use crate::admission::discovery::Discovery;
+use crate::egress::endpoint::{RelayEndpoint, RelayUrl};
+use crate::egress::wire::{
     HttpEvent, HttpMethod, HttpRequest, Leg, ReceiveLeg, RequestId, Transmit, TransportConfig,
 };
+use crate::error::{DeliveryUnknown, Error, ProtocolError, Unauthorized};
+use crate::formats::jsonrpc::{
+    Correlation, Notice, Reply, correlate, correlate_text, notice, notice_of,
+};
+use crate::formats::poll::{parse_broker_poll, parse_fancy_poll};
+use crate::formats::sse::SseDecoder;
 
 /// How many bytes of an error body are kept to classify it.
 const ERROR_BODY_BYTES: usize = 4096;

@@ -13,9 +13,9 @@
 
 use serde_json::Value;
 
-use crate::plain::{escape_controls, is_plain_identifier};
-use crate::tool::{ToolClaims, ToolDefinition};
-use crate::trust::is_well_formed_tool_name;
+use crate::admission::trust::is_well_formed_tool_name;
+use crate::tools::tool::{ToolClaims, ToolDefinition};
+use crate::values::plain::{escape_controls, is_plain_identifier};
 
 /// The most characters of a description's first line a summary shows
 /// (escapes counted as written).
@@ -275,7 +275,7 @@ impl ToolSummary {
 /// nothing.
 fn is_blank_line(line: &str) -> bool {
     line.chars()
-        .all(|c| c.is_whitespace() || c.is_control() || crate::trust::is_invisible(c))
+        .all(|c| c.is_whitespace() || c.is_control() || crate::admission::trust::is_invisible(c))
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use url::{Host, Url};
 
+use crate::egress::proxy::{ProxyConnectRequest, ProxyCredentials, connect_request_with};
 use crate::error::{EgressRefusal, EgressRule, Error};
-use crate::invitation::{RelayToken, SurfaceInvitation, is_loopback_host};
-use crate::proxy::{ProxyConnectRequest, ProxyCredentials, connect_request_with};
+use crate::invite::invitation::{RelayToken, SurfaceInvitation, is_loopback_host};
 
 /// The broker dialect's default poll path (seed 000's `outbox`).
 pub const DEFAULT_BROKER_POLL_PATH: &str = "outbox";

@@ -2,14 +2,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::attachment_state::AttachmentState;
-use crate::changes::ChangeFeed;
+use crate::admission::listing::ListingVerdict;
+use crate::answers::changes::ChangeFeed;
 use crate::entropy::{Entropy, random_id};
 use crate::error::Error;
-use crate::invitation::{Participant, SurfaceInvitation};
-use crate::listing::ListingVerdict;
-use crate::owner::OwnerKey;
-use crate::revision::{ConflictDetection, SurfaceRevision};
+use crate::invite::invitation::{Participant, SurfaceInvitation};
+use crate::invite::owner::OwnerKey;
+use crate::values::attachment_state::AttachmentState;
+use crate::values::revision::{ConflictDetection, SurfaceRevision};
 
 /// The prefix of the client ids this library mints.
 pub const CLIENT_ID_PREFIX: &str = "rs_";

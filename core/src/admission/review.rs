@@ -33,9 +33,9 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value, json};
 
-use crate::canonical::{canonical_json, write_number};
-use crate::summary::{SUMMARY_LINE_MAX, ToolSummary, escape_bounded, shown_tool_name};
-use crate::tool::{ToolClaims, ToolDefinition};
+use crate::admission::summary::{SUMMARY_LINE_MAX, ToolSummary, escape_bounded, shown_tool_name};
+use crate::tools::canonical::{canonical_json, write_number};
+use crate::tools::tool::{ToolClaims, ToolDefinition};
 
 /// The most cells (removed-side lines × added-side lines, after the common
 /// beginning and end are set aside) the description's line diff computes
@@ -1417,7 +1417,7 @@ mod tests {
         for line in text.lines() {
             for c in line.chars() {
                 assert!(
-                    crate::plain::escape_controls(c.encode_utf8(&mut [0u8; 4]))
+                    crate::values::plain::escape_controls(c.encode_utf8(&mut [0u8; 4]))
                         .chars()
                         .count()
                         == 1,

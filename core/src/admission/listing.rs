@@ -28,12 +28,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::admission::listed::{Json, ListedTool};
+use crate::admission::listing_names::read_page_names;
+use crate::admission::trust::{Admission, Judged, TrustPolicy};
 use crate::entropy::hex;
 use crate::error::{Error, ProtocolError};
-use crate::listed::{Json, ListedTool};
-use crate::listing_names::read_page_names;
-use crate::tool::{ToolClaims, ToolDefinition};
-use crate::trust::{Admission, Judged, TrustPolicy};
+use crate::tools::tool::{ToolClaims, ToolDefinition};
 
 /// One page of a listing, read once: its cursor, its `ttlMs`, and what
 /// admission needs of each entry.
@@ -486,11 +486,11 @@ pub fn listing_digests(result: &[u8]) -> Result<Vec<(String, String)>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canonical::tests::arb_json;
-    use crate::canonical::{Unreadable, canonical_depth, canonical_json, canonicalize};
+    use crate::admission::listed::CanonicalHasher;
+    use crate::admission::listing_names::read_page_names;
     use crate::error::ToolRefusal;
-    use crate::listed::CanonicalHasher;
-    use crate::listing_names::read_page_names;
+    use crate::tools::canonical::tests::arb_json;
+    use crate::tools::canonical::{Unreadable, canonical_depth, canonical_json, canonicalize};
     use proptest::prelude::*;
     use serde_json::Value;
     use serde_json::json;
@@ -933,7 +933,7 @@ mod tests {
 
     #[test]
     fn pages_are_keyed_in_order_and_count() {
-        let policy = TrustPolicy::every_tool(crate::trust::NO_PINS);
+        let policy = TrustPolicy::every_tool(crate::admission::trust::NO_PINS);
         let a = r#"{"tools":[{"name":"a"}],"nextCursor":"2"}"#;
         let b = r#"{"tools":[{"name":"b"}]}"#;
         let mut reader = ListingReader::new();

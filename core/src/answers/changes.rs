@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ProtocolError};
-use crate::scalar::Key;
-use crate::revision::{REVISION_KEYS, SurfaceRevision, revision_among, trim_ascii_php};
-use crate::scalar::{Members, Scalar, Skip};
+use crate::values::revision::{REVISION_KEYS, SurfaceRevision, revision_among, trim_ascii_php};
+use crate::values::scalar::Key;
+use crate::values::scalar::{Members, Scalar, Skip};
 
 /// What has been observed of a surface's change feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

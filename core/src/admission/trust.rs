@@ -20,10 +20,10 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::canonical::canonical_json;
 use crate::error::{Error, ToolRefusal};
-use crate::owner::constant_time_eq;
-use crate::tool::ToolDefinition;
+use crate::invite::owner::constant_time_eq;
+use crate::tools::canonical::canonical_json;
+use crate::tools::tool::ToolDefinition;
 
 /// Whether `c` is one of the invisible characters stripped from both ends
 /// of a tool name before the reservation check: U+0000, U+0009–U+000D,
