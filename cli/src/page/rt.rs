@@ -1,6 +1,6 @@
 //! The tokio runtime a command blocks on.
 
-use crate::exit::Failure;
+use crate::output::exit::Failure;
 
 /// A two-thread tokio runtime, or the internal failure to report.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

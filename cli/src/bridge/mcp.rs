@@ -58,9 +58,9 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::agent::Agent;
-use crate::connect::Connection;
-use crate::follow::Follow;
+use crate::bridge::follow::Follow;
+use crate::connecting::agent::Agent;
+use crate::connecting::connect::Connection;
 
 /// The protocol versions served: `initialize` for the first four,
 /// `server/discover` and per-request `_meta` for 2026-07-28.
@@ -306,7 +306,7 @@ impl Bridge {
                 log: Mutex::new(Box::new(|line| {
                     eprintln!(
                         "human-plus mcp: {}",
-                        crate::logs::redact(&redact_text(line))
+                        crate::output::logs::redact(&redact_text(line))
                     );
                 })),
                 state: Mutex::new(State::default()),
@@ -564,7 +564,7 @@ impl Shared {
                 return;
             }
         };
-        crate::logs::hide(&connection.secrets);
+        crate::output::logs::hide(&connection.secrets);
         lock(&self.secrets).push(connection.secrets.clone());
         let next = Upstream::of(&connection);
         let was = self.up();
@@ -604,7 +604,7 @@ impl Shared {
             if let Ok(record) = was.agent.status(&was.owner, &was.attachment)
                 && let Some(revision) = record.revision()
             {
-                let _ = crate::agent::store_revision(
+                let _ = crate::connecting::agent::store_revision(
                     next.agent.as_ref(),
                     &next.attachment,
                     revision.token(),
@@ -812,7 +812,7 @@ impl Shared {
                     changed_pins.len(),
                     changed_pins
                         .iter()
-                        .map(|n| crate::exit::printable(n))
+                        .map(|n| crate::output::exit::printable(n))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -849,7 +849,7 @@ impl Shared {
     /// `tools/call`: the result the model reads, refusals included.
     fn call(&self, name: &str, arguments: Value, timeout: Option<Duration>) -> CallToolResult {
         self.follow_profile();
-        let shown = crate::exit::printable(name);
+        let shown = crate::output::exit::printable(name);
         let mut meta = Map::new();
         let up = self.up();
         let lost = lock(&self.state).lost.as_ref().map(|l| l.error.clone());
@@ -1094,7 +1094,7 @@ impl ServerHandler for Handler {
         let result = self.negotiate_initialize(&request)?;
         self.shared.log(&format!(
             "initialize: the client asked for {}, answered {}",
-            crate::exit::printable(request.protocol_version.as_str()),
+            crate::output::exit::printable(request.protocol_version.as_str()),
             result.protocol_version.as_str()
         ));
         Ok(result)
@@ -1160,7 +1160,7 @@ impl ServerHandler for Handler {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        let shown = crate::exit::printable(&request.method);
+        let shown = crate::output::exit::printable(&request.method);
         // rmcp hands over a request of a method it knows whose params do
         // not fit that method as a custom one.
         if MCP_METHODS.contains(&request.method.as_str()) {
@@ -1272,7 +1272,7 @@ fn parse_line(line: &[u8]) -> Parsed {
             (None, Some(Value::String(_))) => Parsed::Nothing,
             (_, None) if response => Parsed::Nothing,
             (Some(id), Some(Value::String(method))) if valid_id(&id) => {
-                let why: String = crate::exit::printable(&e.to_string())
+                let why: String = crate::output::exit::printable(&e.to_string())
                     .chars()
                     .take(200)
                     .collect();
@@ -1281,7 +1281,7 @@ fn parse_line(line: &[u8]) -> Parsed {
                     INVALID_PARAMS,
                     &format!(
                         "Invalid params for {}: {why}",
-                        crate::exit::printable(&method)
+                        crate::output::exit::printable(&method)
                     ),
                 ))
             }

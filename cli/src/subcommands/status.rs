@@ -41,10 +41,10 @@ use human_plus_core::{
 use serde_json::{Value, json};
 
 use crate::args::{ConnectArgs, StatusArgs, TransportArgs};
-use crate::connect::{self, Connection};
-use crate::exit::{Context, Failure, printable};
-use crate::join;
-use crate::profile::{self, CONFIG_DIR_ENV};
+use crate::connecting::connect::{self, Connection};
+use crate::output::exit::{Context, Failure, printable};
+use crate::profiles::profile::{self, CONFIG_DIR_ENV};
+use crate::subcommands::join;
 
 /// The most characters of a value from a profile's files (its relay URL,
 /// session, ...) a line shows.

@@ -7,7 +7,7 @@ use std::path::Path;
 use human_plus_core::ToolDefinition;
 use serde_json::{Map, Value};
 
-use crate::exit::{Failure, printable};
+use crate::output::exit::{Failure, printable};
 
 /// The definitions in `value`: one definition (`{"name", ...}`), a list of
 /// them, a `tools/list` result (`{"tools": [...]}`), or a JSON-RPC reply

@@ -36,7 +36,7 @@ use human_plus_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::args::{AuthMode, EgressArgs};
-use crate::exit::Failure;
+use crate::output::exit::Failure;
 
 /// The environment variable that overrides the configuration directory.
 pub const CONFIG_DIR_ENV: &str = "HUMAN_PLUS_CONFIG_DIR";
@@ -176,7 +176,7 @@ impl ProfileEgress {
                         n.parse::<IpNet>().map_err(|_| {
                             Failure::usage(format!(
                                 "the profile's egress.allow_address [{}] is not a CIDR",
-                                crate::exit::printable(n)
+                                crate::output::exit::printable(n)
                             ))
                         })
                     })
@@ -232,7 +232,7 @@ pub fn profile_dir(name: &str) -> Result<PathBuf, Failure> {
     if !is_valid_profile_name(name) {
         return Err(Failure::usage(format!(
             "profile name [{}] must be 1 to 64 letters, digits, '_' or '-'",
-            crate::exit::printable(name)
+            crate::output::exit::printable(name)
         )));
     }
     Ok(config_dir()?.join("profiles").join(name))
@@ -396,7 +396,7 @@ pub fn load_holding(name: &str, _lock: &ProfileLock) -> Result<Loaded, Failure> 
     let pins_path = dir.join(PINS_FILE);
     let pins = if pins_path.exists() {
         let text = read_profile_file(&pins_path)?;
-        Some(crate::pins::pins_from_text(&text, &pins_path)?)
+        Some(crate::profiles::pins::pins_from_text(&text, &pins_path)?)
     } else {
         None
     };
@@ -514,7 +514,7 @@ pub fn read_profile_file(path: &Path) -> Result<String, Failure> {
 /// A usage failure when it cannot be read, is not private, or is empty.
 pub fn read_token(path: &Path) -> Result<String, Failure> {
     check_profile_path(path, PathKind::Token)?;
-    crate::token::read_token(Some(path))
+    crate::profiles::token::read_token(Some(path))
 }
 
 /// Refuses to write profile `name` into a directory that already exists
@@ -558,7 +558,7 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Failu
     let tmp = dir.join(format!(
         ".{file_name}.human-plus-{}-{}.tmp",
         std::process::id(),
-        crate::random::random_hex(4)
+        crate::profiles::random::random_hex(4)
     ));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

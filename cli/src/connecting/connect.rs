@@ -16,11 +16,11 @@ use human_plus_runtime::TlsRoots;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use crate::agent::{Agent, AgentSetup, build_agent};
 use crate::args::{AuthMode, ConnectArgs, EgressArgs, LinkSourceArgs, Transport, TransportArgs};
-use crate::exit::{Context, Failure};
-pub use crate::pins::{parse_pin, pins_from_json, read_pins};
-pub use crate::token::{TOKEN_ENV, read_token};
+use crate::connecting::agent::{Agent, AgentSetup, build_agent};
+use crate::output::exit::{Context, Failure};
+pub use crate::profiles::pins::{parse_pin, pins_from_json, read_pins};
+pub use crate::profiles::token::{TOKEN_ENV, read_token};
 
 /// The environment variable the egress proxy's credentials
 /// (`user:password`) are read from.
@@ -403,7 +403,7 @@ pub fn connect_resolved_within(
         &resolved.invitation,
         read_proxy_credentials(resolved.egress.proxy_auth_file.as_deref())?.as_ref(),
     );
-    crate::logs::hide(&secrets);
+    crate::output::logs::hide(&secrets);
     let attachment = agent
         .attach(OWNER, resolved.invitation, participant)
         .map_err(|e| fail(&e))?;
@@ -581,7 +581,7 @@ pub fn resolve(
     }
     let named_by_flags = args.relay.is_some() || args.session.is_some();
     let profile = match &args.profile {
-        Some(name) => Some(crate::profile::load(name)?),
+        Some(name) => Some(crate::profiles::profile::load(name)?),
         None => None,
     };
     // The environment's link is used only when nothing on the command
@@ -631,7 +631,7 @@ pub fn resolve(
     } else if let Some(p) = &profile {
         let token = match &args.token_file {
             Some(path) => read_token(Some(path))?,
-            None => crate::profile::read_token(&p.token_path())?,
+            None => crate::profiles::profile::read_token(&p.token_path())?,
         };
         let pr = &p.profile;
         build_invitation(

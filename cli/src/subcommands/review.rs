@@ -27,10 +27,10 @@ use human_plus_core::{
 use serde_json::json;
 
 use crate::args::ReviewArgs;
-use crate::connect::{self, connect_resolved};
-use crate::console::{Asker, say};
-use crate::exit::Failure;
-use crate::profile::{self, Loaded, ProfileLock};
+use crate::connecting::connect::{self, connect_resolved};
+use crate::output::console::{Asker, say};
+use crate::output::exit::Failure;
+use crate::profiles::profile::{self, Loaded, ProfileLock};
 
 /// What the profile says of its tools, to notice a change made while the
 /// person was reviewing.

@@ -12,15 +12,15 @@ use human_plus_core::{
 use human_plus_relay::{CallOutcome, DemoSurface, RelayServer};
 use serde_json::Value;
 
-use crate::agent::{AgentSetup, build_agent};
 use crate::args::DemoArgs;
-use crate::exit::{Failure, printable};
-pub use crate::random::random_hex;
-use crate::story::{
+use crate::connecting::agent::{AgentSetup, build_agent};
+use crate::demos::story::{
     Audience, Narrator, OWNER, agent_line, attach, change_feed, detach, discover, edit, internal,
     read, reread_and_write, stale_write, step_failed, trust, unexpected,
 };
-use crate::style::Style;
+use crate::output::exit::{Failure, printable};
+use crate::output::style::Style;
+pub use crate::profiles::random::random_hex;
 
 /// The host name the demo's test resolver maps to a private address.
 const REBINDING_HOST: &str = "sheets.corp.example";
@@ -31,7 +31,7 @@ const REBINDING_HOST: &str = "sheets.corp.example";
 /// The failure to report (exit 1 when the in-process relay cannot start).
 pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     if args.web {
-        return crate::web_demo::run(args);
+        return crate::demos::web_demo::run(args);
     }
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -36,12 +36,14 @@ use human_plus_core::{
 use serde_json::Value;
 
 use crate::args::JoinArgs;
-use crate::commands::discovery_text;
-use crate::connect::{INVITATION_ENV, Resolved, connect_resolved, read_bounded, read_link_text};
-use crate::console::Asker;
-use crate::exit::{self, Failure, printable};
-use crate::launcher::{BridgeCommand, shell_quote};
-use crate::profile::{self, CONFIG_DIR_ENV, Profile, ProfileEgress};
+use crate::connecting::connect::{
+    INVITATION_ENV, Resolved, connect_resolved, read_bounded, read_link_text,
+};
+use crate::output::console::Asker;
+use crate::output::exit::{self, Failure, printable};
+use crate::profiles::profile::{self, CONFIG_DIR_ENV, Profile, ProfileEgress};
+use crate::subcommands::commands::discovery_text;
+use crate::subcommands::launcher::{BridgeCommand, shell_quote};
 
 /// The command's name. The entries `join` prints and writes name a full
 /// path or the launcher instead (`crate::launcher`): a client started from
@@ -64,7 +66,7 @@ fn say(text: &str) -> Result<(), Failure> {
 /// sent, 3 for egress nobody accepted, 4 when no tool is admitted, and
 /// the connection's own failures.
 pub fn run(args: &JoinArgs) -> Result<(), Failure> {
-    crate::connect::refuse_link_flags(&args.link, args.link_argument.as_deref())?;
+    crate::connecting::connect::refuse_link_flags(&args.link, args.link_argument.as_deref())?;
     let stdin_is_terminal = std::io::stdin().is_terminal();
     // The file, then the environment, then standard input: standard input
     // is never read when the link came from elsewhere (it may be a pipe
@@ -82,19 +84,19 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
             // A person at a terminal pastes the link: read as a password
             // is, never echoed (it holds the token), never in the process
             // list; its parts are shown below instead.
-            let read = crate::prompt::read_hidden(
+            let read = crate::subcommands::prompt::read_hidden(
                 "Paste the link the page shared, then press Enter (it is not shown): ",
                 human_plus_core::MAX_LINK_BYTES * 2,
             )
             .map_err(|e| Failure::usage(format!("cannot read the link: {e}")))?;
             match read {
-                crate::prompt::Hidden::Line(line) => (line, false),
-                crate::prompt::Hidden::Interrupted => {
+                crate::subcommands::prompt::Hidden::Line(line) => (line, false),
+                crate::subcommands::prompt::Hidden::Interrupted => {
                     return Err(Failure::interrupted(
                         "interrupted at the prompt: nothing was read, sent or saved",
                     ));
                 }
-                crate::prompt::Hidden::End => {
+                crate::subcommands::prompt::Hidden::End => {
                     return Err(Failure::usage("no link was pasted; nothing was sent"));
                 }
             }
@@ -114,7 +116,11 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     let asker = Asker {
         interactive: !from_stdin && stdin_is_terminal && std::io::stderr().is_terminal(),
     };
-    let link = crate::connect::parse_link(&text, &args.link, args.egress.allow_insecure_loopback)?;
+    let link = crate::connecting::connect::parse_link(
+        &text,
+        &args.link,
+        args.egress.allow_insecure_loopback,
+    )?;
     drop(text);
 
     let name = args
@@ -126,7 +132,7 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     // that could not take the entry.
     let dir = profile::profile_dir(&name)?;
     profile::check_existing_dir(&dir)?;
-    crate::connect::check_surface_flag(args.surface.as_deref())?;
+    crate::connecting::connect::check_surface_flag(args.surface.as_deref())?;
     let write_config = match &args.write_config {
         Some(client) => {
             let client = McpClient::parse(client).ok_or_else(|| {

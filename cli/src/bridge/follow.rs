@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use human_plus_core::Participant;
 
 use crate::args::ConnectArgs;
-use crate::connect::{Connection, connect_resolved, resolve};
-use crate::exit::Failure;
-use crate::profile::{self, Fingerprint};
+use crate::connecting::connect::{Connection, connect_resolved, resolve};
+use crate::output::exit::Failure;
+use crate::profiles::profile::{self, Fingerprint};
 
 /// How a bridge joins its surface again.
 #[derive(Debug, Clone)]
@@ -49,7 +49,7 @@ impl Follow {
     /// The exchange timeout the bridge's operations run under.
     #[must_use]
     pub fn timeout(&self) -> std::time::Duration {
-        crate::connect::timeout(self.args.transport.timeout)
+        crate::connecting::connect::timeout(self.args.transport.timeout)
             .unwrap_or(human_plus_core::TransportConfig::default().timeout)
     }
 

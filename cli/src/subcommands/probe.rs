@@ -31,11 +31,11 @@ use human_plus_core::{
 use human_plus_runtime::OsEntropy;
 use serde_json::{Value, json};
 
-use crate::agent::store_revision;
 use crate::args::ProbeArgs;
-use crate::commands::{discovery_json, discovery_text, parse_object, withheld_reason};
-use crate::connect::{Connection, connect};
-use crate::exit::{Failure, printable};
+use crate::connecting::agent::store_revision;
+use crate::connecting::connect::{Connection, connect};
+use crate::output::exit::{Failure, printable};
+use crate::subcommands::commands::{discovery_json, discovery_text, parse_object, withheld_reason};
 
 /// What the probe saw of the change feed.
 #[derive(Debug, Clone, PartialEq, Eq)]

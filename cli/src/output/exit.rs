@@ -191,7 +191,7 @@ impl Failure {
                 let _ = writeln!(out, "  {}", printable(line));
             }
         }
-        crate::logs::redact(&out)
+        crate::output::logs::redact(&out)
     }
 
     /// Prints [`Failure::render`] on stderr.

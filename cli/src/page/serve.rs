@@ -15,10 +15,10 @@ use human_plus_relay::{
 use serde_json::Value;
 
 use crate::args::{RelayArgs, Revisions, SurfaceArgs, Transport};
-use crate::connect::{read_ca, read_token};
-use crate::console::say;
-use crate::exit::{Failure, printable};
-use crate::rt::runtime;
+use crate::connecting::connect::{read_ca, read_token};
+use crate::output::console::say;
+use crate::output::exit::{Failure, printable};
+use crate::page::rt::runtime;
 
 /// `human-plus relay`: serves until Ctrl-C.
 ///
@@ -243,7 +243,7 @@ const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to
 /// class 5/6/9 when the relay refuses the page.
 pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
     if args.web {
-        return crate::web_demo::surface(args);
+        return crate::page::web_surface::surface(args);
     }
     let session = args
         .session
@@ -270,21 +270,21 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
         let text = human_plus_core::redact_text(&e.to_string());
         match e {
             human_plus_relay::SurfaceError::SessionGone => Failure {
-                exit: crate::exit::SURFACE_UNAVAILABLE,
+                exit: crate::output::exit::SURFACE_UNAVAILABLE,
                 code: "surface_unavailable".into(),
                 message: text,
                 hint: None,
                 detail: None,
             },
             human_plus_relay::SurfaceError::Unauthorized => Failure {
-                exit: crate::exit::UNAUTHORIZED,
+                exit: crate::output::exit::UNAUTHORIZED,
                 code: "attachment_unauthorized".into(),
                 message: text,
                 hint: None,
                 detail: None,
             },
             _ => Failure {
-                exit: crate::exit::RELAY_FAILED,
+                exit: crate::output::exit::RELAY_FAILED,
                 code: "relay_failed".into(),
                 message: format!("the page could not open: {text}"),
                 hint: None,

@@ -2,7 +2,7 @@
 
 use std::io::{BufRead as _, Write as _};
 
-use crate::exit::Failure;
+use crate::output::exit::Failure;
 
 /// Writes `text` to stdout at once.
 pub(crate) fn say(text: &str) {

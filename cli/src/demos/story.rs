@@ -13,12 +13,12 @@ use human_plus_core::{
 use human_plus_relay::DemoSurface;
 use serde_json::json;
 
-use crate::agent::{Agent, AgentSetup, build_agent};
 use crate::args::DemoArgs;
-use crate::commands::withheld_reason;
-use crate::connect::receive_leg;
-use crate::exit::{Failure, printable};
-use crate::style::{Style, indent};
+use crate::connecting::agent::{Agent, AgentSetup, build_agent};
+use crate::connecting::connect::receive_leg;
+use crate::output::exit::{Failure, printable};
+use crate::output::style::{Style, indent};
+use crate::subcommands::commands::withheld_reason;
 
 /// The owner of the demo's attachments.
 pub(crate) const OWNER: &str = "demo-conversation";
@@ -73,7 +73,7 @@ pub(crate) fn internal(what: &str) -> impl Fn(&dyn std::fmt::Display) -> Failure
 }
 
 pub(crate) fn step_failed(step: &str, e: &Error) -> Failure {
-    let mut f = Failure::from_error(e, &crate::exit::Context::default());
+    let mut f = Failure::from_error(e, &crate::output::exit::Context::default());
     f.message = format!("the demo failed at \"{step}\": {}", f.message);
     f
 }

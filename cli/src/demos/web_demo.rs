@@ -1,5 +1,6 @@
-//! `human-plus surface --web` and `human-plus demo --web`: the person's
-//! page in a real browser (the page itself is [`crate::web`]).
+//! `human-plus demo --web`: the story told to a person at the web page in a
+//! real browser (the page itself is [`crate::web`]; `surface --web`, which
+//! serves it alone, is re-exported here from where it lives now).
 
 use std::io::BufRead as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -8,92 +9,24 @@ use std::time::{Duration, Instant};
 use human_plus_core::{Activity, Priority, SurfaceInvitation};
 use human_plus_relay::{CorsPolicy, RelayServer};
 
-use crate::args::{DemoArgs, SurfaceArgs, Transport};
-use crate::console::say;
-use crate::exit::{Failure, printable};
-use crate::rt::runtime;
-use crate::story::{
+use crate::args::DemoArgs;
+use crate::demos::story::{
     Audience, Narrator, OWNER, agent_line, attach, change_feed, detach, discover, edit, internal,
     read, reread_and_write, stale_write, step_failed, trust, unexpected,
 };
-use crate::style::Style;
-use crate::web::{PageConfig, PageRelayAuth, PageServer, PageTransport};
-
-/// The surface id the web page shows in its invitation.
-pub const WEB_SURFACE_ID: &str = "sheet:web";
+use crate::output::console::say;
+use crate::output::exit::{Failure, printable};
+use crate::output::style::Style;
+use crate::page::rt::runtime;
+use crate::page::web::{PageConfig, PageRelayAuth, PageServer};
+pub use crate::page::web_surface::{WEB_SURFACE_ID, surface};
+use crate::page::web_surface::{bind_failed, page_transport};
 
 /// How long `demo --web` waits for a browser, and then for the person.
 const WAIT_FOR_PERSON: Duration = Duration::from_secs(15 * 60);
 /// How long the relay stays up after the session ends, so the page hears
 /// the 410 (an event stream reconnects after 2 s).
 const SESSION_END_GRACE: Duration = Duration::from_secs(5);
-
-fn page_transport(transport: Transport) -> PageTransport {
-    match transport {
-        Transport::Sse => PageTransport::Auto,
-        Transport::Poll => PageTransport::Poll,
-    }
-}
-
-/// A relay base URL a browser page can use: http or https, no query,
-/// fragment or credentials.
-fn check_relay_url(raw: &str) -> Result<String, Failure> {
-    let url =
-        url::Url::parse(raw).map_err(|e| Failure::usage(format!("--relay is not a URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https")
-        || url.query().is_some()
-        || url.fragment().is_some()
-        || !url.username().is_empty()
-        || url.password().is_some()
-        || url.host().is_none()
-    {
-        return Err(Failure::usage(
-            "--relay must be an http(s) base URL without a query, fragment or credentials",
-        ));
-    }
-    Ok(raw.trim_end_matches('/').to_owned())
-}
-
-fn bind_failed(port: u16) -> impl Fn(std::io::Error) -> Failure {
-    move |e| {
-        Failure::internal(format!(
-            "the page server cannot listen on 127.0.0.1:{port}: {e}"
-        ))
-    }
-}
-
-/// `human-plus surface --web`: serves the web sheet until Ctrl-C.
-///
-/// # Errors
-/// A usage failure for a bad relay URL; an internal one when the port
-/// cannot be bound.
-pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
-    let relay = check_relay_url(&args.relay)?;
-    let rt = runtime()?;
-    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port);
-    let listener = rt
-        .block_on(PageServer::bind(addr))
-        .map_err(bind_failed(args.port))?;
-    let mut config = PageConfig::new(&relay, WEB_SURFACE_ID);
-    config.transport = page_transport(args.transport);
-    let page = rt.block_on(async { listener.start(config) });
-    say(&format!(
-        "The web sheet is served at {}\n\
-         relay {}\n\
-         Open it in a browser: the page mints and registers its own session and shows the \
-         invitation to hand to an agent (the token is copyable there and shown nowhere else). \
-         A reload of the tab keeps the session; the page's button ends it and starts a new one. \
-         Ctrl-C stops.\n",
-        page.url(),
-        printable(&relay)
-    ));
-    rt.block_on(async {
-        let _ = tokio::signal::ctrl_c().await;
-        page.shutdown().await;
-    });
-    say("page server stopped\n");
-    Ok(())
-}
 
 /// Waits for `future` on `rt`, up to `limit`, or until Ctrl-C.
 fn wait_on<T>(
@@ -107,7 +40,7 @@ fn wait_on<T>(
                 Ok(Some(v)) => Ok(v),
                 Ok(None) => Err(Failure::internal("the page server stopped")),
                 Err(_) => Err(Failure {
-                    exit: crate::exit::TIMEOUT,
+                    exit: crate::output::exit::TIMEOUT,
                     code: "timeout".into(),
                     message: format!("nobody answered in the page within {} minutes", limit.as_secs() / 60),
                     hint: None,

@@ -10,10 +10,10 @@ use human_plus_core::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::agent::store_revision;
 use crate::args::{AnnounceArgs, CallArgs, ChangesArgs, PriorityArg, ToolsArgs};
-use crate::connect::connect;
-use crate::exit::{Failure, printable};
+use crate::connecting::agent::store_revision;
+use crate::connecting::connect::connect;
+use crate::output::exit::{Failure, printable};
 
 /// Why a tool was withheld, as a short code and a sentence.
 #[must_use]

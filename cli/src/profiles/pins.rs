@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::exit::Failure;
+use crate::output::exit::Failure;
 
 /// Parses `--pin NAME=sha256:...`.
 ///
@@ -31,7 +31,7 @@ fn check_digest(name: &str, digest: &str) -> Result<(), Failure> {
     if name.is_empty() || !ok {
         return Err(Failure::usage(format!(
             "pin for [{}]: expected sha256: followed by 32 lowercase hex digits (see `human-plus digest`)",
-            crate::exit::printable(name)
+            crate::output::exit::printable(name)
         )));
     }
     Ok(())

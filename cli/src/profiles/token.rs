@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::exit::Failure;
+use crate::output::exit::Failure;
 
 /// The environment variable the relay token is read from.
 pub const TOKEN_ENV: &str = "HUMAN_PLUS_TOKEN";

@@ -52,11 +52,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-const INDEX_HTML: &str = include_str!("../web/index.html");
-const STYLE_CSS: &str = include_str!("../web/style.css");
-const APP_JS: &str = include_str!("../web/app.js");
-const SHEET_JS: &str = include_str!("../web/sheet.js");
-const RELAY_JS: &str = include_str!("../web/relay.js");
+const INDEX_HTML: &str = include_str!("../../web/index.html");
+const STYLE_CSS: &str = include_str!("../../web/style.css");
+const APP_JS: &str = include_str!("../../web/app.js");
+const SHEET_JS: &str = include_str!("../../web/sheet.js");
+const RELAY_JS: &str = include_str!("../../web/relay.js");
 
 /// Largest report body the page may POST.
 const MAX_REPORT: usize = 16 * 1024;
