@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 
-use crate::exit::EXIT_CODES_HELP;
+use crate::output::exit::EXIT_CODES_HELP;
 
 /// `human-plus`: an AI agent and a person on the same live surface, across
 /// a trust boundary.

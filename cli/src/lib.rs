@@ -12,6 +12,24 @@
 //! the three runtime crates through [`agent::Agent`], a synchronous view of
 //! their identical `HumanPlus` API.
 //!
+//! ## The map
+//!
+//! The modules are public under the paths they have always had
+//! (`human_plus_cli::connect`, `human_plus_cli::mcp`, ...); in `src/` they
+//! are grouped in folders by concern, as floors (checked in CI by
+//! `.ci/arrows`): a folder imports only the floors below it.
+//!
+//! ```text
+//! 6  lib.rs                              runs a parsed command line
+//! 5  demos/                              demo, web_demo: the demo's story, in a terminal and on the page
+//! 4  subcommands/  bridge/  page/        tools, call, changes, announce, digest, probe, join, status, review;
+//!                                        mcp, follow: the bridge; serve, web: the relay and the page server
+//! 3  connecting/                         connect, agent: from options to an attached manager
+//! 2  profiles/                           profile: saved profiles, pins and the token
+//! 1  args.rs                             the command line
+//! 0  output/                             exit, logs, style: exit codes, redacted logs, terminal text
+//! ```
+//!
 //! ```
 //! use clap::Parser;
 //! use human_plus_cli::args::{Cli, Command};
@@ -20,33 +38,23 @@
 //! assert!(matches!(cli.command, Command::Digest(ref d) if d.json));
 //! ```
 
-pub mod agent;
 pub mod args;
-pub mod commands;
-pub mod connect;
-mod console;
-pub mod demo;
-pub mod digest;
-pub mod exit;
-pub mod follow;
-pub mod join;
-pub mod launcher;
-pub mod logs;
-pub mod mcp;
-mod pins;
-pub mod probe;
-pub mod profile;
-pub mod prompt;
-mod random;
-pub mod review;
-mod rt;
-pub mod serve;
-pub mod status;
-mod story;
-pub mod style;
-mod token;
-pub mod web;
-pub mod web_demo;
+mod bridge;
+mod connecting;
+mod demos;
+mod output;
+mod page;
+mod profiles;
+mod subcommands;
+
+// The public modules keep the paths they have always had.
+pub use bridge::{follow, mcp};
+pub use connecting::{agent, connect};
+pub use demos::{demo, web_demo};
+pub use output::{exit, logs, style};
+pub use page::{serve, web};
+pub use profiles::profile;
+pub use subcommands::{commands, digest, join, launcher, probe, prompt, review, status};
 
 use std::io::Write as _;
 

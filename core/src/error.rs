@@ -14,8 +14,8 @@
 
 use std::fmt;
 
-use crate::attachment_state::AttachmentState;
-use crate::revision::{RevisionError, SurfaceRevision};
+use crate::values::attachment_state::AttachmentState;
+use crate::values::revision::{RevisionError, SurfaceRevision};
 
 /// Everything that can go wrong in Human+.
 ///
@@ -409,7 +409,7 @@ fn printable(name: &str) -> String {
     while !name.is_char_boundary(end) {
         end -= 1;
     }
-    let mut out = crate::plain::escape_controls(name.get(..end).unwrap_or_default());
+    let mut out = crate::values::plain::escape_controls(name.get(..end).unwrap_or_default());
     if end < name.len() {
         out.push('\u{2026}');
     }
@@ -494,7 +494,7 @@ impl fmt::Display for SurfaceChangedUnderYou {
             "The surface changed while you were working on it, so `{tool}` was NOT applied.\n\n"
         )?;
         match &self.pinned {
-            Some(rev) if crate::plain::is_plain_identifier(rev.token()) => write!(
+            Some(rev) if crate::values::plain::is_plain_identifier(rev.token()) => write!(
                 f,
                 "You were working from the surface as it looked at revision {}, observed when you called `{}`.",
                 rev.token(),
@@ -565,7 +565,7 @@ impl fmt::Display for ConflictDetectionUnavailable {
             "The surface [{}] has answered at least one call and has never supplied a revision marker, so `{}` was refused.\n\n\
              Without a revision there is nothing to pin a write to: a person editing this surface at the same time would have their change overwritten, and neither they nor you would be told. This host is configured with `requireRevision: true`, which turns that silence into this refusal.\n\n\
              To allow it, either have the surface mint a revision on its results and reject a stale one, or set `requireRevision: false` and accept that concurrent edits can be lost. The second is a real choice for a single-writer surface and a bad one for a shared canvas.",
-            crate::plain::surface_label(&self.surface),
+            crate::values::plain::surface_label(&self.surface),
             printable(&self.tool)
         )
     }
@@ -637,7 +637,7 @@ pub enum ProtocolError {
     /// speak. The version is kept only when it has a version's shape
     /// (`YYYY-MM-DD`, [`crate::is_protocol_version_shape`]); anything else
     /// (or none) is `None` and never quoted.
-    #[error("Fancy surface negotiated unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
+    #[error("Fancy surface negotiated unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::values::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
     UnsupportedProtocolVersion(Option<String>),
     /// One frame or event exceeded the byte budget.
     #[error("Fancy relay response exceeded the frame byte budget.")]

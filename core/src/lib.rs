@@ -16,6 +16,36 @@
 //!
 //! Every public name is re-exported at the crate root.
 //!
+//! ## The map
+//!
+//! The modules are private, grouped in folders by concern. In the order data
+//! flows through them on a call:
+//!
+//! | on a call | folder | what it holds |
+//! |---|---|---|
+//! | an invitation in | `invite/` | the invitation and the participant ([`SurfaceInvitation`]), the link a person shares ([`InvitationLink`]), the owner ([`Owner`]), a saved profile's rules ([`is_valid_profile_name`]) |
+//! | egress decided | `egress/` | the relay's URLs under the egress policy ([`RelayEndpoint`], [`EgressPolicy`]), the proxy's CONNECT ([`ProxyConnectRequest`]), the HTTP intents a runtime performs ([`HttpRequest`], [`HttpEvent`]), kept connections ([`ConnectionPool`]), the secrets found by exact value ([`Secrets`]) |
+//! | an exchange over the wire | `formats/`, then `machines/` | Server-Sent Events ([`SseDecoder`]), long-poll bodies ([`parse_fancy_poll`]), JSON-RPC frames ([`correlate_bytes`]); the receive leg and its exchanges ([`WarmLeg`]) |
+//! | a listing through trust | `tools/`, then `admission/` | a tool's definition and its digest over canonical JSON ([`ToolDefinition`], [`canonical_json`]); what local trust admits of a listing ([`TrustPolicy`], [`admit_listing_bytes`], [`Discovery`]), and what a person reads before trusting a tool ([`review_tools`]) |
+//! | a call pinned to a revision | `values/`, then `machines/` | the revision marker ([`SurfaceRevision`]); the attachment record ([`SurfaceAttachment`]) and every operation as a state machine ([`Operation`]) |
+//! | a result framed | `answers/` | every result bounded and framed as untrusted data ([`ResultGuard`]), the change feed ([`SurfaceChanges`]) and the answer a model reads of it ([`feed_answer`]) |
+//!
+//! At the root: the one error type with the seeds' stable codes
+//! ([`Error`], `error.rs`) and randomness as an input ([`Entropy`],
+//! `entropy.rs`).
+//!
+//! The folders are floors: each imports only the floors below it, never
+//! one above (checked in CI by `.ci/arrows`).
+//!
+//! ```text
+//! 5  machines/                        the attachment, the exchanges, the operations
+//! 4  answers/                         framing, the change feed, the answer
+//! 3  egress/    admission/            the way out; what trust admits
+//! 2  invite/    formats/    tools/    the way in; the wire formats; a tool and its digest
+//! 1  error.rs
+//! 0  values/    entropy.rs            revision, JSON scalars, quotable strings, attachment state; randomness
+//! ```
+//!
 //! ```
 //! use human_plus_core::{ResultGuard, SeededEntropy, SurfaceInvitation};
 //!
@@ -33,76 +63,61 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-mod answer;
-mod attachment;
-mod attachment_state;
-mod canonical;
-mod changes;
-mod discovery;
-mod endpoint;
+mod admission;
+mod answers;
+mod egress;
 mod entropy;
 mod error;
-mod exchange;
-mod guard;
-mod invitation;
-mod jsonrpc;
-mod link;
-mod listed;
-mod listing;
-mod listing_names;
-mod ops;
-mod owner;
-mod plain;
-mod poll;
-mod pool;
-mod profile;
-mod proxy;
-mod review;
-mod revision;
-mod scalar;
-mod secrets;
-mod sse;
-mod summary;
-mod tool;
-mod toolset;
-mod trust;
-mod wire;
+mod formats;
+mod invite;
+mod machines;
+mod tools;
+mod values;
 
-pub use answer::*;
-pub use attachment::*;
-pub use attachment_state::*;
-pub use canonical::*;
-pub use changes::*;
-pub use discovery::*;
-pub use endpoint::*;
+// Every public name, at the crate root, folder by folder in the order of the
+// map above.
 pub use entropy::*;
 pub use error::*;
-pub use exchange::{
-    PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE, Seen, WarmLeg, relay_status_error,
-};
-pub use guard::*;
-pub use invitation::*;
-pub use jsonrpc::*;
-pub use link::*;
-pub use listing::{
+pub use values::attachment_state::*;
+pub use values::plain::*;
+pub use values::revision::*;
+
+pub use invite::invitation::*;
+pub use invite::link::*;
+pub use invite::owner::*;
+pub use invite::profile::*;
+
+pub use egress::endpoint::*;
+pub use egress::pool::*;
+pub use egress::proxy::*;
+pub use egress::secrets::*;
+pub use egress::wire::*;
+
+pub use formats::jsonrpc::*;
+pub use formats::poll::*;
+pub use formats::sse::*;
+
+pub use tools::canonical::*;
+pub use tools::tool::*;
+
+pub use admission::discovery::*;
+pub use admission::listing::{
     ListingOutcome, ListingReader, ListingVerdict, admit_listing_bytes, listing_digests,
 };
-pub use ops::*;
-pub use owner::*;
-pub use plain::*;
-pub use poll::*;
-pub use pool::*;
-pub use profile::*;
-pub use proxy::*;
-pub use review::*;
-pub use revision::*;
-pub use secrets::*;
-pub use sse::*;
-pub use summary::*;
-pub use tool::*;
-pub use toolset::*;
-pub use trust::*;
-pub use wire::*;
+pub use admission::review::*;
+pub use admission::summary::*;
+pub use admission::toolset::*;
+pub use admission::trust::*;
+
+pub use answers::answer::*;
+pub use answers::changes::*;
+pub use answers::guard::*;
+
+pub use machines::attachment::*;
+pub use machines::exchange::{
+    PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE, Seen, WarmLeg, relay_status_error,
+};
+pub use machines::ops::*;
 
 /// Re-exported for [`EgressPolicy::allow_addresses`].
 pub use ipnet::IpNet;

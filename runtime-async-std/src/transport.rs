@@ -30,7 +30,7 @@ use human_plus_core::{
 use rustls_pki_types::ServerName;
 use smol_hyper::rt::FuturesIo;
 
-use human_plus_runtime::{BodyReport, NetSettings, Resolve};
+use human_plus_runtime::{BodyReport, NetSettings, RequestFailure as Failure, Resolve};
 
 /// What every request of a manager shares.
 pub(crate) struct Context {
@@ -100,22 +100,6 @@ fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
     Error::Transport(TransportError::new(kind, message))
 }
 
-/// How a request failed: before any of it was written (and whether on a
-/// kept connection found closed), or after some of it may have been.
-enum Failure {
-    NotSent { error: Error, kept_connection: bool },
-    Lost(Error),
-}
-
-impl Failure {
-    fn before_writing(error: Error) -> Self {
-        Failure::NotSent {
-            error,
-            kept_connection: false,
-        }
-    }
-}
-
 /// Starts `req` for the relay at `endpoint`; its events go to `queue`.
 pub(crate) fn start(
     ctx: Arc<Context>,
@@ -135,16 +119,7 @@ pub(crate) fn start(
             )))
         };
         if let Err(failure) = future::or(run, expire).await {
-            let event = match failure {
-                Failure::NotSent {
-                    error,
-                    kept_connection,
-                } => HttpEvent::NotSent {
-                    error,
-                    kept_connection,
-                },
-                Failure::Lost(error) => HttpEvent::Failed(error),
-            };
+            let event = failure.into_event();
             tracing::debug!(request = %id, event = ?event, "relay request failed");
             queue.push(id, event);
         }
@@ -683,14 +658,7 @@ async fn exchange(
             Err(mut e) => {
                 let never_left = e.take_message().is_some();
                 let error = io_error("the relay request failed", e.into_error());
-                return Err(if never_left {
-                    Failure::NotSent {
-                        error,
-                        kept_connection: on_kept,
-                    }
-                } else {
-                    Failure::Lost(error)
-                });
+                return Err(Failure::sending(error, never_left, on_kept));
             }
         };
         let status = response.status().as_u16();

@@ -35,6 +35,7 @@ mod blocking;
 mod body;
 mod driver;
 mod entropy;
+mod failure;
 mod flavours;
 mod manager;
 mod parts;
@@ -51,6 +52,7 @@ pub use driver::{
     NetSettings, ResolverOf,
 };
 pub use entropy::{OsEntropy, os_entropy};
+pub use failure::RequestFailure;
 pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
 pub use parts::Parts;
 pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};

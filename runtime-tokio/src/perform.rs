@@ -13,7 +13,7 @@ use human_plus_core::{
 };
 use tokio::sync::mpsc;
 
-use human_plus_runtime::BodyReport;
+use human_plus_runtime::{BodyReport, RequestFailure as Failure};
 
 use crate::clock::now;
 use crate::connect::{Connector, RELAY_HEAD_MAX, RELAY_READ_BUFFER, transport};
@@ -43,35 +43,6 @@ impl Events {
             .send(Box::new((self.id, event, now())))
             .await
             .is_ok()
-    }
-}
-
-/// How a request failed: before any of it was written (and whether on a
-/// kept connection found closed), or after some of it may have been.
-enum Failure {
-    NotSent { error: Error, kept_connection: bool },
-    Lost(Error),
-}
-
-impl Failure {
-    fn before_writing(error: Error) -> Self {
-        Failure::NotSent {
-            error,
-            kept_connection: false,
-        }
-    }
-
-    fn into_event(self) -> HttpEvent {
-        match self {
-            Failure::NotSent {
-                error,
-                kept_connection,
-            } => HttpEvent::NotSent {
-                error,
-                kept_connection,
-            },
-            Failure::Lost(error) => HttpEvent::Failed(error),
-        }
     }
 }
 
@@ -142,15 +113,7 @@ async fn exchange(
                 return Err(Failure::Lost(head_too_large(connector)));
             }
             let error = io_error("sending the request", &e);
-            return Err(if never_left {
-                // The connection was found closed before a byte left.
-                Failure::NotSent {
-                    error,
-                    kept_connection: on_kept,
-                }
-            } else {
-                Failure::Lost(error)
-            });
+            return Err(Failure::sending(error, never_left, on_kept));
         }
     };
     // Only the status and the body are kept: the head's parts (headers,

@@ -1,0 +1,393 @@
+//! Exit codes, and how a failure is told to a person: the core's stable
+//! code, one line of explanation, and a hint naming the flag to change.
+//! Never the token.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use human_plus_core::{EgressRule, Error, ToolRefusal, Unauthorized, redact_text};
+
+/// Success.
+pub const OK: u8 = 0;
+/// Anything unexpected: the local relay could not start, stdout closed, ...
+pub const INTERNAL: u8 = 1;
+/// Usage or local input: a bad flag, an unreadable file, invalid JSON, an
+/// invalid invitation, no token.
+pub const USAGE: u8 = 2;
+/// The egress policy refused the relay URL or its addresses
+/// (`egress_refused`).
+pub const EGRESS_REFUSED: u8 = 3;
+/// Local trust refused a tool or a result (`tool_refused`,
+/// `conflict_detection_unavailable`).
+pub const TRUST_REFUSED: u8 = 4;
+/// The relay says the session is gone, HTTP 410 (`surface_unavailable`).
+pub const SURFACE_UNAVAILABLE: u8 = 5;
+/// The relay refused the token, HTTP 401 (`attachment_unauthorized`).
+pub const UNAUTHORIZED: u8 = 6;
+/// The surface refused the call's stale revision; nothing was applied
+/// (`surface_changed_under_you`).
+pub const SURFACE_CHANGED: u8 = 7;
+/// The exchange did not complete in time (`timeout`).
+pub const TIMEOUT: u8 = 8;
+/// Any other relay, protocol or transport failure (`relay_failed`,
+/// `protocol_error`, `transport_failed`, ...).
+pub const RELAY_FAILED: u8 = 9;
+/// The tool ran and reported an error, or the surface answered with a
+/// JSON-RPC error (`tool_error`, `surface_error`).
+pub const TOOL_ERROR: u8 = 10;
+/// The call was sent but its outcome never came back: it may have been
+/// applied, and it was not sent again (`delivery_unknown`).
+pub const DELIVERY_UNKNOWN: u8 = 11;
+/// The egress proxy answered 407: it wants credentials, or refused the
+/// ones given (`proxy_auth_required`).
+pub const PROXY_AUTH: u8 = 12;
+/// The person pressed Ctrl-C at `join`'s prompt (128 + SIGINT, as a shell
+/// reports a command that Ctrl-C ended).
+pub const INTERRUPTED: u8 = 130;
+
+/// The exit-code table, as `human-plus --help` prints it.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+   0  ok
+   1  internal failure (the local relay could not start, output closed)
+   2  usage or local input (bad flag, unreadable file, invalid JSON or invitation, no token)
+   3  egress refused: the relay URL or its addresses are not allowed (egress_refused)
+   4  trust refused: the tool is not admitted or its pin changed (tool_refused)
+   5  surface unavailable: the relay answered 410, the session is gone (surface_unavailable)
+   6  attachment unauthorized: the relay answered 401, wrong token (attachment_unauthorized)
+   7  the surface changed under you: a stale pin was refused, nothing applied (surface_changed_under_you)
+   8  timeout: no correlated reply in time (timeout)
+   9  other relay, protocol or transport failure (relay_failed, protocol_error, transport_failed)
+  10  the tool reported an error (tool_error, surface_error)
+  11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
+  12  the egress proxy wants credentials, or refused them: HTTP 407 (proxy_auth_required)
+ 130  interrupted: Ctrl-C at join's prompt; nothing was sent (interrupted)
+
+The relay token comes only from HUMAN_PLUS_TOKEN, --token-file, a link (HUMAN_PLUS_INVITATION,
+--invitation-file, or join's standard input) or a profile (--profile); an egress proxy's
+credentials only from HUMAN_PLUS_PROXY_AUTH or --proxy-auth-file; neither is ever printed.";
+
+/// A failure as the command line reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The process exit code.
+    pub exit: u8,
+    /// The stable code (the core's `code()`, or `usage` / `internal`).
+    pub code: String,
+    /// One line of explanation.
+    pub message: String,
+    /// What to do about it, naming the flag to add or change.
+    pub hint: Option<String>,
+    /// Longer text worth showing (the refusal a model reads, a tool's
+    /// framed output).
+    pub detail: Option<String>,
+}
+
+/// What a failure is reported against: the relay URL, for hints.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// The relay URL of the invitation.
+    pub relay_url: Option<String>,
+}
+
+impl Failure {
+    /// A usage or local-input failure (exit 2).
+    #[must_use]
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            exit: USAGE,
+            code: "usage".to_owned(),
+            message: redact_text(&message.into()),
+            hint: None,
+            detail: None,
+        }
+    }
+
+    /// An interruption by the person (exit 130, code `interrupted`).
+    #[must_use]
+    pub fn interrupted(message: impl Into<String>) -> Self {
+        Failure {
+            exit: INTERRUPTED,
+            code: "interrupted".to_owned(),
+            message: redact_text(&message.into()),
+            hint: None,
+            detail: None,
+        }
+    }
+
+    /// An internal failure (exit 1).
+    #[must_use]
+    pub fn internal(message: impl Into<String>) -> Self {
+        Failure {
+            exit: INTERNAL,
+            code: "internal".to_owned(),
+            message: redact_text(&message.into()),
+            hint: None,
+            detail: None,
+        }
+    }
+
+    /// Adds a hint.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The failure for a core error.
+    #[must_use]
+    pub fn from_error(error: &Error, context: &Context) -> Self {
+        // The surface's words (a framed result or error) are data: only the
+        // secrets this process holds are taken out of them, by exact value
+        // (when printed). Human+'s own messages quote library errors, which
+        // like to quote URLs: those are redacted by pattern.
+        let full = match error {
+            Error::ToolFailed { .. }
+            | Error::SurfaceError(_)
+            | Error::SurfaceChangedUnderYou(_) => error.to_string(),
+            _ => redact_text(&error.to_string()),
+        };
+        let (message, detail) = match error {
+            Error::ToolFailed { .. } => (
+                "the tool ran and reported an error; its framed output follows.".to_owned(),
+                Some(full),
+            ),
+            _ => {
+                let mut lines = full.lines();
+                let first = lines.next().unwrap_or_default().trim_end().to_owned();
+                let rest: Vec<&str> = lines.collect();
+                let detail = (!rest.iter().all(|l| l.trim().is_empty())).then(|| full.clone());
+                (first.trim_end_matches(':').to_owned(), detail)
+            }
+        };
+        Failure {
+            exit: exit_code(error),
+            code: error.code().to_owned(),
+            message,
+            hint: hint(error, context),
+            detail,
+        }
+    }
+
+    /// The text printed on stderr: `human-plus: error[code]: message`, the
+    /// hint, then the detail indented. Every line is redacted of the
+    /// secrets the command holds (by exact value) and has its control
+    /// characters escaped, so nothing a surface wrote can steer the
+    /// terminal.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "human-plus: error[{}]: {}",
+            self.code,
+            printable(&redact_text(&self.message))
+        );
+        if let Some(hint) = &self.hint {
+            let _ = writeln!(out, "human-plus: hint: {}", printable(&redact_text(hint)));
+        }
+        if let Some(detail) = &self.detail {
+            for line in detail.lines() {
+                let _ = writeln!(out, "  {}", printable(line));
+            }
+        }
+        crate::output::logs::redact(&out)
+    }
+
+    /// Prints [`Failure::render`] on stderr.
+    pub fn print(&self) {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(self.render().as_bytes());
+        let _ = err.flush();
+    }
+}
+
+/// The exit code of a core error.
+#[must_use]
+pub fn exit_code(error: &Error) -> u8 {
+    match error {
+        Error::InvalidInvitation(_)
+        | Error::InvalidOwner
+        | Error::InvalidAttachment
+        | Error::InvalidArguments
+        | Error::InvalidRevision(_) => USAGE,
+        Error::EgressRefused(_) => EGRESS_REFUSED,
+        Error::ToolRefused(_) | Error::ConflictDetectionUnavailable(_) => TRUST_REFUSED,
+        Error::SurfaceUnavailable => SURFACE_UNAVAILABLE,
+        Error::AttachmentUnauthorized(_) => UNAUTHORIZED,
+        Error::SurfaceChangedUnderYou(_) | Error::RevisionRejected => SURFACE_CHANGED,
+        Error::Timeout => TIMEOUT,
+        Error::Transport(t) if t.kind() == human_plus_core::TransportErrorKind::Timeout => TIMEOUT,
+        Error::ToolFailed { .. } | Error::SurfaceError(_) => TOOL_ERROR,
+        Error::DeliveryUnknown(_) => DELIVERY_UNKNOWN,
+        Error::ProxyAuthRequired(_) => PROXY_AUTH,
+        _ => RELAY_FAILED,
+    }
+}
+
+fn relay_host_port(context: &Context) -> (Option<String>, Option<u16>) {
+    let Some(raw) = &context.relay_url else {
+        return (None, None);
+    };
+    match url::Url::parse(raw) {
+        Ok(u) => (u.host_str().map(str::to_owned), u.port_or_known_default()),
+        Err(_) => (None, None),
+    }
+}
+
+fn hint(error: &Error, context: &Context) -> Option<String> {
+    let (host, port) = relay_host_port(context);
+    let host = host.unwrap_or_else(|| "HOST".to_owned());
+    let port = port.map_or_else(|| "PORT".to_owned(), |p| p.to_string());
+    Some(match error {
+        Error::EgressRefused(refusal) => match refusal.rule {
+            EgressRule::HostNotDeclared => format!(
+                "egress is never implied by the relay URL: add --allow-host {host} if you mean to reach it"
+            ),
+            EgressRule::PortNotDeclared => format!("add --allow-port {port} to declare the relay's port"),
+            EgressRule::ProxyRequired => "pass --egress-proxy http://PROXY:PORT (production), or --allow-unverified-egress for local dogfooding".to_owned(),
+            EgressRule::InsecureLoopback => "a plain-http relay is accepted only on loopback, with --allow-insecure-loopback and --allow-unverified-egress (local development only)".to_owned(),
+            EgressRule::PrivateAddress => "the relay is (or resolves to) a private or reserved address; for a TLS relay on this machine only, --allow-address 127.0.0.1/32".to_owned(),
+            EgressRule::NotResolved => format!("the relay host {host} did not resolve to any address"),
+            EgressRule::UrlShape => "the relay URL must be https://HOST[:PORT][/PATH], without credentials, query or fragment".to_owned(),
+            EgressRule::ProxyUrl => "--egress-proxy must be http://HOST:PORT".to_owned(),
+            EgressRule::ProxyCredentials => "the egress proxy's credentials must be user:password (no ':' in the user name, no control characters), in HUMAN_PLUS_PROXY_AUTH or a --proxy-auth-file".to_owned(),
+            _ => return None,
+        },
+        Error::ToolRefused(refusal) => match refusal {
+            ToolRefusal::Undeclared => {
+                "declare trust before discovery: --allow NAME[,NAME...] (preferred) or --every-tool".to_owned()
+            }
+            ToolRefusal::EmptyAllowlist => "--allow needs at least one tool name".to_owned(),
+            ToolRefusal::NotAllowed(name) | ToolRefusal::NotOffered(name)
+                if human_plus_core::is_reserved_tool_name(name) =>
+            {
+                "confirmation tools are reserved for the person on the surface and are never offered to an agent, under any trust policy".to_owned()
+            }
+            ToolRefusal::NotAllowed(name) | ToolRefusal::NotOffered(name) => format!(
+                "`human-plus tools` lists what is admitted; add --allow {} if you trust it",
+                printable(name)
+            ),
+            ToolRefusal::Reserved(_) => {
+                "confirmation tools are reserved for the person on the surface and are never offered to an agent".to_owned()
+            }
+            ToolRefusal::PinChanged(name) => format!(
+                "the surface changed the definition of {}: review it (`human-plus tools --json`) before updating the pin",
+                printable(name)
+            ),
+            _ => return None,
+        },
+        Error::SurfaceUnavailable => {
+            "the relay says the session is gone (410); ask the surface for a new invitation".to_owned()
+        }
+        Error::AttachmentUnauthorized(Unauthorized::Relay) => {
+            "the relay refused the token (401); check HUMAN_PLUS_TOKEN or --token-file".to_owned()
+        }
+        Error::SurfaceChangedUnderYou(_) => {
+            "somebody changed the surface since that revision: read it again, then decide; pass the new revision with --revision".to_owned()
+        }
+        Error::Timeout => {
+            "raise --timeout, or try --transport poll if a proxy buffers the event stream".to_owned()
+        }
+        Error::DeliveryUnknown(_) => {
+            "read the surface (or `human-plus changes`) before deciding whether to call again: the call may have been applied".to_owned()
+        }
+        Error::ProxyAuthRequired(_) => {
+            "the egress proxy asks for credentials (407): set HUMAN_PLUS_PROXY_AUTH=user:password or pass --proxy-auth-file PATH, or check the ones given".to_owned()
+        }
+        Error::InvalidInvitation(human_plus_core::InvitationError::Link(_)) => {
+            "pass the link exactly as the page shared it (https://HOST/PAGE#session=ID&token=TOKEN, a relay session URL, or the page's JSON), in HUMAN_PLUS_INVITATION, a file named by --invitation-file, or (join) on standard input; nothing was sent".to_owned()
+        }
+        Error::InvalidInvitation(_) => {
+            "check --relay (https://..., or http://127.0.0.1:PORT with --allow-insecure-loopback), --session ([A-Za-z0-9_-]{4,64}) and the token (16 characters or more)".to_owned()
+        }
+        _ => return None,
+    })
+}
+
+/// An untrusted name or line with control characters (and invisible or
+/// direction-changing ones) escaped, for one line of a terminal.
+#[must_use]
+pub fn printable(name: &str) -> String {
+    human_plus_core::escape_controls(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use human_plus_core::{EgressRefusal, SurfaceChangedUnderYou, SurfaceRevision};
+
+    #[test]
+    fn every_class_has_its_code() {
+        let ctx = Context::default();
+        let cases = [
+            (
+                Error::EgressRefused(EgressRefusal::new(EgressRule::HostNotDeclared, "x")),
+                EGRESS_REFUSED,
+            ),
+            (Error::ToolRefused(ToolRefusal::Undeclared), TRUST_REFUSED),
+            (Error::SurfaceUnavailable, SURFACE_UNAVAILABLE),
+            (
+                Error::AttachmentUnauthorized(Unauthorized::Relay),
+                UNAUTHORIZED,
+            ),
+            (
+                Error::SurfaceChangedUnderYou(SurfaceChangedUnderYou::new("t", None)),
+                SURFACE_CHANGED,
+            ),
+            (Error::Timeout, TIMEOUT),
+            (Error::RelayFailed { status: 502 }, RELAY_FAILED),
+            (Error::ToolFailed { framed: "x".into() }, TOOL_ERROR),
+            (
+                human_plus_core::ProxyConnectResponse::refusal(407),
+                PROXY_AUTH,
+            ),
+            (
+                human_plus_core::ProxyConnectResponse::refusal(403),
+                RELAY_FAILED,
+            ),
+        ];
+        for (error, code) in cases {
+            assert_eq!(Failure::from_error(&error, &ctx).exit, code, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_one_line_with_the_model_text_as_detail() {
+        let rev = SurfaceRevision::observed("r1", "sheet_get_cell").unwrap();
+        let e =
+            Error::SurfaceChangedUnderYou(SurfaceChangedUnderYou::new("sheet_set_cell", Some(rev)));
+        let f = Failure::from_error(&e, &Context::default());
+        assert_eq!(f.code, "surface_changed_under_you");
+        assert!(!f.message.contains('\n'));
+        assert!(f.detail.unwrap().contains("Do not simply repeat"));
+    }
+
+    #[test]
+    fn egress_hints_name_the_flag() {
+        let ctx = Context {
+            relay_url: Some("https://relay.example:8443".into()),
+        };
+        let e = Error::EgressRefused(EgressRefusal::new(EgressRule::HostNotDeclared, "x"));
+        assert!(
+            Failure::from_error(&e, &ctx)
+                .hint
+                .unwrap()
+                .contains("--allow-host relay.example")
+        );
+        let e = Error::EgressRefused(EgressRefusal::new(EgressRule::PortNotDeclared, "x"));
+        assert!(
+            Failure::from_error(&e, &ctx)
+                .hint
+                .unwrap()
+                .contains("--allow-port 8443")
+        );
+    }
+
+    #[test]
+    fn rendering_redacts_query_strings() {
+        let f =
+            Failure::usage("could not reach https://r.example/s/inbox?token=secret123&client=c");
+        assert!(!f.render().contains("secret123"));
+    }
+}

@@ -1,0 +1,448 @@
+//! The attachment record: one agent's membership of one surface session.
+
+use serde::{Deserialize, Serialize};
+
+use crate::admission::listing::ListingVerdict;
+use crate::answers::changes::ChangeFeed;
+use crate::entropy::{Entropy, random_id};
+use crate::error::Error;
+use crate::invite::invitation::{Participant, SurfaceInvitation};
+use crate::invite::owner::OwnerKey;
+use crate::values::attachment_state::AttachmentState;
+use crate::values::revision::{ConflictDetection, SurfaceRevision};
+
+/// The prefix of the client ids this library mints.
+pub const CLIENT_ID_PREFIX: &str = "rs_";
+
+/// One agent's attachment to one surface session.
+///
+/// Every change to the record bumps its generation, revision writes
+/// included, so two workers that each loaded generation `n` cannot both
+/// store their version: the second compare-and-set fails instead of
+/// silently losing the first worker's revision. The fields are private for
+/// that reason; the `observe_*` and `record_*` methods are the only way to
+/// change them, and each returns whether anything changed.
+///
+/// Its `Debug` shows everything but the relay token.
+///
+/// ```
+/// use human_plus_core::*;
+///
+/// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "sheet:one", "Demo")?;
+/// let mut a = SurfaceAttachment::mint(
+///     OwnerKey::of("session:one")?, inv, Participant::new("agent:one", "One", "#000"), &mut SeededEntropy::new(1),
+/// );
+/// assert_eq!(a.generation(), 0);
+/// assert!(a.record_revision(SurfaceRevision::observed("r1", "sheet_read").unwrap()));
+/// assert_eq!(a.generation(), 1);
+/// assert_eq!(a.conflict_detection(), ConflictDetection::Minted);
+/// assert!(!format!("{a:?}").contains("0123456789abcdef"));
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "AttachmentWire")]
+pub struct SurfaceAttachment {
+    id: String,
+    owner: OwnerKey,
+    invitation: SurfaceInvitation,
+    participant: Participant,
+    client_id: String,
+    generation: u64,
+    state: AttachmentState,
+    revision: Option<SurfaceRevision>,
+    conflict_detection: ConflictDetection,
+    change_feed: ChangeFeed,
+    /// The verdict on the last listing, keyed by its bytes and the policy.
+    /// Absent from records stored before it existed, and not written when
+    /// there is none, so old and new records read each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    listing: Option<ListingVerdict>,
+}
+
+#[derive(Deserialize)]
+struct AttachmentWire {
+    id: String,
+    owner: OwnerKey,
+    invitation: SurfaceInvitation,
+    participant: Participant,
+    client_id: String,
+    generation: u64,
+    state: AttachmentState,
+    #[serde(default)]
+    revision: Option<SurfaceRevision>,
+    #[serde(default)]
+    conflict_detection: ConflictDetection,
+    #[serde(default)]
+    change_feed: ChangeFeed,
+    #[serde(default)]
+    listing: Option<ListingVerdict>,
+}
+
+impl TryFrom<AttachmentWire> for SurfaceAttachment {
+    type Error = Error;
+
+    fn try_from(w: AttachmentWire) -> Result<Self, Error> {
+        let mut a =
+            SurfaceAttachment::new(w.id, w.owner, w.invitation, w.participant, w.client_id)?;
+        a.generation = w.generation;
+        a.state = w.state;
+        a.revision = w.revision;
+        a.conflict_detection = w.conflict_detection;
+        a.change_feed = w.change_feed;
+        a.listing = w.listing;
+        Ok(a)
+    }
+}
+
+impl SurfaceAttachment {
+    /// A new, attached record at generation 0.
+    ///
+    /// # Errors
+    /// [`Error::InvalidAttachment`] when the id or the client id is empty,
+    /// longer than 128 bytes, or not made of ASCII letters, digits, `_`,
+    /// `-`, `.` and `:`.
+    pub fn new(
+        id: impl Into<String>,
+        owner: OwnerKey,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+        client_id: impl Into<String>,
+    ) -> Result<Self, Error> {
+        let id = id.into();
+        let client_id = client_id.into();
+        if !is_token_like(&id) || !is_token_like(&client_id) {
+            return Err(Error::InvalidAttachment);
+        }
+        Ok(SurfaceAttachment {
+            id,
+            owner,
+            invitation,
+            participant,
+            client_id,
+            generation: 0,
+            state: AttachmentState::Attached,
+            revision: None,
+            conflict_detection: ConflictDetection::NotObserved,
+            change_feed: ChangeFeed::NotObserved,
+            listing: None,
+        })
+    }
+
+    /// A new record with ids drawn from `entropy`: `surface_` + 24 hex for
+    /// the id, [`CLIENT_ID_PREFIX`] + 16 hex for the client id.
+    #[must_use]
+    pub fn mint(
+        owner: OwnerKey,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+        entropy: &mut dyn Entropy,
+    ) -> Self {
+        SurfaceAttachment {
+            id: random_id(entropy, "surface_", 12),
+            owner,
+            invitation,
+            participant,
+            client_id: random_id(entropy, CLIENT_ID_PREFIX, 8),
+            generation: 0,
+            state: AttachmentState::Attached,
+            revision: None,
+            conflict_detection: ConflictDetection::NotObserved,
+            change_feed: ChangeFeed::NotObserved,
+            listing: None,
+        }
+    }
+
+    /// The attachment id. It locates state; it is not a credential.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The owner that attached.
+    #[must_use]
+    pub fn owner(&self) -> &OwnerKey {
+        &self.owner
+    }
+
+    /// The invitation.
+    #[must_use]
+    pub fn invitation(&self) -> &SurfaceInvitation {
+        &self.invitation
+    }
+
+    /// The participant the agent joined as.
+    #[must_use]
+    pub fn participant(&self) -> &Participant {
+        &self.participant
+    }
+
+    /// The client id sent as `client=` on every relay request.
+    #[must_use]
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// The generation, bumped by every change.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The lifecycle state.
+    #[must_use]
+    pub fn state(&self) -> AttachmentState {
+        self.state
+    }
+
+    /// The revision every call is pinned to, if one is held.
+    #[must_use]
+    pub fn revision(&self) -> Option<&SurfaceRevision> {
+        self.revision.as_ref()
+    }
+
+    /// What has been observed of the surface's conflict detection.
+    #[must_use]
+    pub fn conflict_detection(&self) -> ConflictDetection {
+        self.conflict_detection
+    }
+
+    /// What has been observed of the surface's change feed.
+    #[must_use]
+    pub fn change_feed(&self) -> ChangeFeed {
+        self.change_feed
+    }
+
+    /// Whether the attachment is `attached`.
+    #[must_use]
+    pub fn is_attached(&self) -> bool {
+        self.state == AttachmentState::Attached
+    }
+
+    /// Checks that `owner` owns this attachment (constant time).
+    ///
+    /// # Errors
+    /// [`Error::AttachmentUnauthorized`] when it does not.
+    pub fn check_owner(&self, owner: &OwnerKey) -> Result<(), Error> {
+        self.owner.check(owner)
+    }
+
+    /// Checks the owner and that the attachment is `attached`.
+    ///
+    /// # Errors
+    /// [`Error::AttachmentUnauthorized`] or [`Error::NotAttached`].
+    pub fn require(&self, owner: &OwnerKey) -> Result<(), Error> {
+        self.check_owner(owner)?;
+        if self.is_attached() {
+            Ok(())
+        } else {
+            Err(Error::NotAttached(self.state))
+        }
+    }
+
+    fn bump(&mut self) -> bool {
+        self.generation = self.generation.saturating_add(1);
+        true
+    }
+
+    /// The verdict kept on the last listing admitted for this attachment
+    /// (see [`ListingVerdict`]).
+    #[must_use]
+    pub fn listing_verdict(&self) -> Option<&ListingVerdict> {
+        self.listing.as_ref()
+    }
+
+    /// Keeps `verdict` as the one on the last listing; a change bumps the
+    /// generation.
+    pub fn keep_listing_verdict(&mut self, verdict: ListingVerdict) -> bool {
+        if self.listing.as_ref() == Some(&verdict) {
+            return false;
+        }
+        self.listing = Some(verdict);
+        self.bump()
+    }
+
+    /// Moves to `state`.
+    pub fn transition(&mut self, state: AttachmentState) -> bool {
+        if self.state == state {
+            return false;
+        }
+        self.state = state;
+        self.bump()
+    }
+
+    /// Stores a revision the surface minted; detection becomes `Minted`
+    /// unless it is already `Enforced`.
+    pub fn record_revision(&mut self, revision: SurfaceRevision) -> bool {
+        let detection = if self.conflict_detection == ConflictDetection::Enforced {
+            ConflictDetection::Enforced
+        } else {
+            ConflictDetection::Minted
+        };
+        if self.revision.as_ref() == Some(&revision) && self.conflict_detection == detection {
+            return false;
+        }
+        self.revision = Some(revision);
+        self.conflict_detection = detection;
+        self.bump()
+    }
+
+    /// The surface refused a stale pin: the revision is dropped and
+    /// detection is `Enforced` for good.
+    pub fn observe_enforcement(&mut self) -> bool {
+        if self.revision.is_none() && self.conflict_detection == ConflictDetection::Enforced {
+            return false;
+        }
+        self.revision = None;
+        self.conflict_detection = ConflictDetection::Enforced;
+        self.bump()
+    }
+
+    /// A result carried no revision: `NotObserved` becomes `Unavailable`;
+    /// any other state (and the held revision) is kept.
+    pub fn observe_no_revision(&mut self) -> bool {
+        if self.conflict_detection != ConflictDetection::NotObserved {
+            return false;
+        }
+        self.conflict_detection = ConflictDetection::Unavailable;
+        self.bump()
+    }
+
+    /// The tool list did (`offered`) or did not offer a feed tool. An
+    /// `Attributed` feed is never downgraded.
+    pub fn observe_change_feed(&mut self, offered: bool) -> bool {
+        if self.change_feed == ChangeFeed::Attributed {
+            return false;
+        }
+        let next = if offered {
+            ChangeFeed::Offered
+        } else {
+            ChangeFeed::Unavailable
+        };
+        if self.change_feed == next {
+            return false;
+        }
+        self.change_feed = next;
+        self.bump()
+    }
+
+    /// The feed named an actor other than this agent: `Attributed`, for
+    /// good.
+    pub fn observe_attribution(&mut self) -> bool {
+        if self.change_feed == ChangeFeed::Attributed {
+            return false;
+        }
+        self.change_feed = ChangeFeed::Attributed;
+        self.bump()
+    }
+}
+
+fn is_token_like(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entropy::SeededEntropy;
+
+    const TOKEN: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    fn record() -> SurfaceAttachment {
+        let inv = SurfaceInvitation::new(
+            "https://relay.example.com",
+            "demo_001",
+            TOKEN,
+            "sheet:one",
+            "Demo",
+        )
+        .unwrap();
+        SurfaceAttachment::new(
+            "surface_1",
+            OwnerKey::of("session:one").unwrap(),
+            inv,
+            Participant::new("agent:one", "One", "#000000"),
+            "rs_worker_1",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn every_change_bumps_the_generation_and_no_change_does_not() {
+        let mut a = record();
+        let r1 = SurfaceRevision::observed("r1", "read").unwrap();
+        assert!(a.record_revision(r1.clone()));
+        assert_eq!(a.generation(), 1);
+        assert!(!a.record_revision(r1));
+        assert_eq!(a.generation(), 1);
+        assert!(a.observe_enforcement());
+        assert_eq!(a.generation(), 2);
+        assert_eq!(a.revision(), None);
+        assert!(a.record_revision(SurfaceRevision::observed("r2", "read").unwrap()));
+        assert_eq!(a.conflict_detection(), ConflictDetection::Enforced);
+        assert!(!a.observe_no_revision());
+        assert!(a.observe_change_feed(true));
+        assert!(!a.observe_change_feed(true));
+        assert!(a.observe_attribution());
+        assert!(!a.observe_change_feed(false));
+        assert_eq!(a.change_feed(), ChangeFeed::Attributed);
+        assert!(a.transition(AttachmentState::Detached));
+        assert!(!a.transition(AttachmentState::Detached));
+        assert_eq!(a.generation(), 6);
+    }
+
+    #[test]
+    fn unavailable_only_from_not_observed_and_minted_upgrades_it() {
+        let mut a = record();
+        assert!(a.observe_no_revision());
+        assert_eq!(a.conflict_detection(), ConflictDetection::Unavailable);
+        assert!(!a.observe_no_revision());
+        a.record_revision(SurfaceRevision::observed("r1", "read").unwrap());
+        assert_eq!(a.conflict_detection(), ConflictDetection::Minted);
+        assert!(!a.observe_no_revision());
+        assert_eq!(a.revision().map(SurfaceRevision::token), Some("r1"));
+    }
+
+    #[test]
+    fn serde_round_trip_and_debug_redaction() {
+        let mut a = record();
+        a.record_revision(SurfaceRevision::observed("r1", "read").unwrap());
+        a.observe_change_feed(true);
+        let json = serde_json::to_string(&a).unwrap();
+        let back: SurfaceAttachment = serde_json::from_str(&json).unwrap();
+        assert_eq!(a, back);
+        assert!(!format!("{a:?}").contains(TOKEN));
+        let bad = json.replace("rs_worker_1", "");
+        assert!(serde_json::from_str::<SurfaceAttachment>(&bad).is_err());
+    }
+
+    #[test]
+    fn minted_ids_have_the_documented_shape() {
+        let inv = record().invitation().clone();
+        let a = SurfaceAttachment::mint(
+            OwnerKey::of("o").unwrap(),
+            inv,
+            Participant::new("a", "A", "#fff"),
+            &mut SeededEntropy::new(9),
+        );
+        assert!(a.id().starts_with("surface_") && a.id().len() == 32);
+        assert!(a.client_id().starts_with("rs_") && a.client_id().len() == 19);
+    }
+
+    #[test]
+    fn owner_is_checked_before_state() {
+        let mut a = record();
+        a.transition(AttachmentState::SurfaceUnavailable);
+        let other = OwnerKey::of("session:two").unwrap();
+        assert!(matches!(
+            a.require(&other),
+            Err(Error::AttachmentUnauthorized(_))
+        ));
+        assert_eq!(
+            a.require(&OwnerKey::of("session:one").unwrap()),
+            Err(Error::NotAttached(AttachmentState::SurfaceUnavailable))
+        );
+    }
+}
