@@ -9,11 +9,10 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{BIN, COMMAND_TIMEOUT, Env, Run};
 
@@ -42,13 +41,6 @@ fn run_input_in(
         cmd.current_dir(dir);
     }
     cmd.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .env_remove("HUMAN_PLUS_TOKEN")
         .env_remove("HUMAN_PLUS_PROXY_AUTH")
         .env_remove("HUMAN_PLUS_INVITATION")
@@ -56,40 +48,7 @@ fn run_input_in(
         .env_remove("HUMAN_PLUS_CONFIG_DIR")
         .env_remove("NO_COLOR")
         .envs(env.iter().copied());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        // A command that refuses early may close its stdin first.
-        let _ = pipe.write_all(input.as_bytes());
-    }
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "human-plus {args:?} did not finish"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: out_reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
+    common::run_command(cmd, stdin)
 }
 
 /// The loopback development flags for `env`'s relay.

@@ -175,44 +175,13 @@ impl Day {
 
     /// The binary with this day's configuration directory.
     fn run(&self, args: &[String], stdin: Option<&str>) -> common::Run {
-        use std::io::{Read as _, Write as _};
-        let mut child = std::process::Command::new(BIN)
-            .args(args)
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(args)
             .env("HUMAN_PLUS_CONFIG_DIR", &self.config)
             .env_remove("HUMAN_PLUS_TOKEN")
             .env_remove("HUMAN_PLUS_INVITATION")
-            .env_remove("NO_COLOR")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        {
-            let mut input = child.stdin.take().unwrap();
-            if let Some(text) = stdin {
-                let _ = input.write_all(text.as_bytes());
-            }
-        }
-        let mut out = String::new();
-        let mut err = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        let status = child.wait().unwrap();
-        common::Run {
-            code: status.code().unwrap_or(-1),
-            stdout: out,
-            stderr: err,
-        }
+            .env_remove("NO_COLOR");
+        common::run_command(cmd, stdin)
     }
 
     /// The bridge of profile `name` under rmcp's client, and its log.

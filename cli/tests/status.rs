@@ -9,12 +9,11 @@
 
 mod common;
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{BIN, COMMAND_TIMEOUT, Env, Run};
+use common::{BIN, Env, Run};
 use serde_json::{Value, json};
 
 /// A scratch home: `HOME`, the configuration directory and a working
@@ -44,9 +43,6 @@ impl Home {
         let mut cmd = Command::new(BIN);
         cmd.args(args)
             .current_dir(self.root.join("work"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .env("HOME", &self.root)
             .env("HUMAN_PLUS_CONFIG_DIR", self.config())
             .env_remove("XDG_CONFIG_HOME")
@@ -57,35 +53,7 @@ impl Home {
             .env_remove("HUMAN_PLUS_LOG")
             .env_remove("NO_COLOR")
             .envs(env.iter().copied());
-        let mut child = cmd.spawn().unwrap();
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let out_reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            out.read_to_string(&mut s).unwrap();
-            s
-        });
-        let err_reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            err.read_to_string(&mut s).unwrap();
-            s
-        });
-        let deadline = Instant::now() + COMMAND_TIMEOUT;
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "human-plus {args:?} did not finish"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Run {
-            code: status.code().unwrap_or(-1),
-            stdout: out_reader.join().unwrap(),
-            stderr: err_reader.join().unwrap(),
-        }
+        common::run_command(cmd, None)
     }
 
     /// `join --yes --name NAME` for `env`'s page, with `extra` flags.

@@ -171,7 +171,29 @@ pub fn run_with_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) ->
         cmd.env("HUMAN_PLUS_TOKEN", token);
     }
     cmd.envs(env.iter().copied());
+    run_command(cmd, None)
+}
+
+/// Runs `cmd` (its arguments and environment set) with `stdin` on its
+/// standard input (closed at once when `None`), reading standard output and
+/// error on threads of their own (so neither pipe can fill and stall it),
+/// for at most [`COMMAND_TIMEOUT`].
+pub fn run_command(mut cmd: Command, stdin: Option<&str>) -> Run {
+    use std::io::Write as _;
+    let what = format!("{:?}", cmd.get_args().collect::<Vec<_>>());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        // A command that refuses early may close its stdin first.
+        let _ = pipe.write_all(input.as_bytes());
+    }
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let out_reader = std::thread::spawn(move || {
@@ -191,7 +213,7 @@ pub fn run_with_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) ->
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("human-plus {args:?} did not finish in {COMMAND_TIMEOUT:?}");
+            panic!("human-plus {what} did not finish in {COMMAND_TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
