@@ -113,6 +113,16 @@ pub enum Error {
     /// re-read before deciding.
     #[error("{0}")]
     DeliveryUnknown(DeliveryUnknown),
+    /// A tool call (or another request that acts on the surface) was sent
+    /// to the relay, and no answer came back before its deadline: the page
+    /// may have applied it (late), or not — it may be closed or not
+    /// responding. It was **not** sent again. Its code is `timeout`, as for
+    /// [`Error::Timeout`]; unlike that one, [`Error::outcome_unknown`] is
+    /// true, and the message tells a model to re-read before deciding. The
+    /// attachment stays pinned to the revision the call was pinned to, so a
+    /// blind retry of a write the page applied late is refused.
+    #[error("{}", .0.unanswered())]
+    CallTimeout(DeliveryUnknown),
     /// The runtime could not move bytes (DNS, connect, TLS, proxy, I/O).
     #[error("{0}")]
     Transport(TransportError),
@@ -162,6 +172,7 @@ impl Error {
             Error::InvalidRevision(_) => "invalid_revision",
             Error::Timeout => "timeout",
             Error::DeliveryUnknown(_) => "delivery_unknown",
+            Error::CallTimeout(_) => "timeout",
             Error::Transport(_) => "transport_failed",
             Error::ProxyAuthRequired(_) => "proxy_auth_required",
             Error::StoreConflict { .. } => "store_conflict",
@@ -177,6 +188,30 @@ impl Error {
             self,
             Error::SurfaceUnavailable | Error::AttachmentUnauthorized(Unauthorized::Relay)
         )
+    }
+
+    /// True when a call (or another request that acts on the surface) may
+    /// have been applied although no outcome came back: its answer was lost
+    /// after it was sent ([`Error::DeliveryUnknown`]), or no answer came
+    /// before its deadline after it was sent ([`Error::CallTimeout`]). It
+    /// was not sent again, and must not be repeated blindly: read the
+    /// surface (or its change feed) first. The attachment stays pinned to
+    /// the revision the call was pinned to, so a write the page applied
+    /// late is refused, not applied twice, if it is simply repeated.
+    ///
+    /// ```
+    /// use human_plus_core::{DeliveryUnknown, Error};
+    ///
+    /// assert!(Error::DeliveryUnknown(DeliveryUnknown::call("sheet_set_cell")).outcome_unknown());
+    /// let late = Error::CallTimeout(DeliveryUnknown::call("sheet_set_cell"));
+    /// assert!(late.outcome_unknown());
+    /// assert_eq!(late.code(), "timeout");
+    /// assert!(late.to_string().contains("may have applied it"));
+    /// assert!(!Error::Timeout.outcome_unknown());
+    /// ```
+    #[must_use]
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, Error::DeliveryUnknown(_) | Error::CallTimeout(_))
     }
 }
 
@@ -217,6 +252,23 @@ impl DeliveryUnknown {
         DeliveryUnknown {
             tool: None,
             method: method.to_owned(),
+        }
+    }
+}
+
+impl DeliveryUnknown {
+    /// The text of [`Error::CallTimeout`]: sent, and no answer before the
+    /// deadline.
+    fn unanswered(&self) -> String {
+        match &self.tool {
+            Some(tool) => format!(
+                "No answer to the call to [{}] came back before the exchange timed out. The call had been sent to the relay, so the page may have applied it, or not (the page may be closed or not responding). It was not sent again. Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
+                printable(tool)
+            ),
+            None => format!(
+                "No answer to the request [{}] came back before the exchange timed out. It had been sent to the relay, so it may have taken effect, or not. It was not sent again.",
+                printable(&self.method)
+            ),
         }
     }
 }
@@ -438,11 +490,19 @@ fn malformed_name_message(name: &str) -> String {
 
 /// The refusal a model reads when its pinned call met a newer surface.
 ///
-/// The text is the reference's, exactly: it names the tool, the revision the
-/// agent was working from and the one thing it must not do.
+/// Its first sentences are the reference's: it names the tool, the revision
+/// the agent was working from and the one thing it must not do. After them
+/// it says what the manager learnt while refusing (seed 000: the agent "is
+/// told its read is stale and decides"): what changed since the refused pin,
+/// as the surface's change feed lists it (framed as untrusted data, in one
+/// frame), and which revision the next call is pinned to. A refusal never
+/// leaves the attachment unpinned: the next call is pinned to the current
+/// revision the refusal reported, or stays pinned to the refused one, so a
+/// blind retry after a later edit is refused again. The text holds for a
+/// read as for a write: a refused read is told to read again.
 ///
 /// ```
-/// use human_plus_core::{SurfaceChangedUnderYou, SurfaceRevision};
+/// use human_plus_core::{SurfaceChangedUnderYou, SurfaceRevision, WhatChanged};
 ///
 /// let pinned = SurfaceRevision::observed("r1", "sheet_read").unwrap();
 /// let refusal = SurfaceChangedUnderYou::new("sheet_set_cell", Some(pinned));
@@ -450,33 +510,163 @@ fn malformed_name_message(name: &str) -> String {
 /// assert!(text.starts_with("The surface changed while you were working on it, so `sheet_set_cell` was NOT applied."));
 /// assert!(text.contains("at revision r1, observed when you called `sheet_read`."));
 /// assert!(text.contains("Do not simply repeat `sheet_set_cell`"));
+/// assert!(text.contains("If `sheet_set_cell` only reads, call it again"));
+///
+/// // What the manager learnt: the current revision, and that the surface
+/// // keeps no change feed.
+/// let learnt = refusal
+///     .with_current(SurfaceRevision::observed("r3", "sheet_set_cell").unwrap())
+///     .with_changes(WhatChanged::NoFeed);
+/// assert_eq!(learnt.next_pin().map(|r| r.token()), Some("r3"));
+/// let text = learnt.to_string();
+/// assert!(text.contains("keeps no change feed, so what changed is not known here"));
+/// assert!(text.contains("The surface is now at revision r3: the next call is pinned to it"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SurfaceChangedUnderYou {
+pub struct SurfaceChangedUnderYou(Box<Refusal>);
+
+/// What a [`SurfaceChangedUnderYou`] holds (boxed: an [`Error`] stays small).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
     tool: String,
     pinned: Option<SurfaceRevision>,
+    current: Option<SurfaceRevision>,
+    changes: WhatChanged,
+    repeat_guarded: bool,
+    repeated: bool,
+}
+
+/// What a stale refusal could tell of what changed since the refused pin.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WhatChanged {
+    /// Nothing was asked: a refusal built by hand, a refusal of the change
+    /// feed's own question, or a call that was never sent.
+    #[default]
+    NotAsked,
+    /// The surface offers no change feed (none was admitted).
+    NoFeed,
+    /// The surface's change feed could not be read just now (an error, a
+    /// refusal or no answer in time).
+    FeedFailed,
+    /// The change feed's answer since the refused pin.
+    Listed(ListedChanges),
+}
+
+/// The change feed's rows since a refused pin, as a stale refusal shows
+/// them: one frame of untrusted data, bounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedChanges {
+    /// The rows shown, one per line (`handle: kind by whom (label)`),
+    /// framed as untrusted data by the [`crate::ResultGuard`] in one frame;
+    /// `None` when none is shown.
+    pub framed: Option<String>,
+    /// How many rows the feed listed.
+    pub total: usize,
+    /// How many of them are in the frame (the rest did not fit its bound).
+    pub shown: usize,
+    /// How many rows the feed did not attribute to an agent (a person,
+    /// another participant, or nobody named).
+    pub not_by_agents: usize,
+    /// False when the surface declared the list partial.
+    pub complete: bool,
 }
 
 impl SurfaceChangedUnderYou {
-    /// A refusal of `tool`, which was pinned to `pinned` (or to nothing).
+    /// A refusal of `tool`, which was pinned to `pinned` (or to nothing),
+    /// with nothing learnt yet: the next call stays pinned to `pinned`.
     #[must_use]
     pub fn new(tool: impl Into<String>, pinned: Option<SurfaceRevision>) -> Self {
-        SurfaceChangedUnderYou {
+        SurfaceChangedUnderYou(Box::new(Refusal {
             tool: tool.into(),
             pinned,
-        }
+            current: None,
+            changes: WhatChanged::NotAsked,
+            repeat_guarded: false,
+            repeated: false,
+        }))
+    }
+
+    /// The surface's current revision, learnt while refusing (from the
+    /// refusal itself or the change feed): the next call is pinned to it.
+    #[must_use]
+    pub fn with_current(mut self, current: SurfaceRevision) -> Self {
+        self.0.current = Some(current);
+        self
+    }
+
+    /// What the change feed told of the changes since the refused pin.
+    #[must_use]
+    pub fn with_changes(mut self, changes: WhatChanged) -> Self {
+        self.0.changes = changes;
+        self
+    }
+
+    /// The attachment will not send this very call (same tool, same
+    /// arguments) again until another call has been answered: the refusal
+    /// moved the pin without being able to say what changed.
+    #[must_use]
+    pub fn with_repeat_guard(mut self) -> Self {
+        self.0.repeat_guarded = true;
+        self
+    }
+
+    /// The refusal of a call that was not sent at all: it repeated, with
+    /// the same arguments, the call the surface had just refused, and
+    /// nothing was answered since.
+    #[must_use]
+    pub fn repeated(tool: impl Into<String>, pin: Option<SurfaceRevision>) -> Self {
+        let mut refusal = SurfaceChangedUnderYou::new(tool, None);
+        refusal.0.current = pin;
+        refusal.0.repeat_guarded = true;
+        refusal.0.repeated = true;
+        refusal
     }
 
     /// The tool whose call was not applied.
     #[must_use]
     pub fn tool(&self) -> &str {
-        &self.tool
+        &self.0.tool
     }
 
-    /// The revision the refused call was pinned to, if any.
+    /// The revision the refused call was pinned to, if any (`None` for a
+    /// repeated call that was never sent).
     #[must_use]
     pub fn pinned(&self) -> Option<&SurfaceRevision> {
-        self.pinned.as_ref()
+        self.0.pinned.as_ref()
+    }
+
+    /// The surface's current revision, when the refusal learnt it.
+    #[must_use]
+    pub fn current(&self) -> Option<&SurfaceRevision> {
+        self.0.current.as_ref()
+    }
+
+    /// The revision the attachment's next call is pinned to: the current
+    /// one when it was learnt, else the refused pin.
+    #[must_use]
+    pub fn next_pin(&self) -> Option<&SurfaceRevision> {
+        self.0.current.as_ref().or(self.0.pinned.as_ref())
+    }
+
+    /// What the change feed told of the changes since the refused pin.
+    #[must_use]
+    pub fn changes(&self) -> &WhatChanged {
+        &self.0.changes
+    }
+
+    /// Whether the same call will not be sent again until another call
+    /// has been answered.
+    #[must_use]
+    pub fn is_repeat_guarded(&self) -> bool {
+        self.0.repeat_guarded
+    }
+
+    /// Whether this call was refused here without being sent: it repeated
+    /// the call the surface had just refused.
+    #[must_use]
+    pub fn was_repeat(&self) -> bool {
+        self.0.repeated
     }
 
     /// The stable code, `surface_changed_under_you`.
@@ -486,14 +676,42 @@ impl SurfaceChangedUnderYou {
     }
 }
 
+/// `revision r7`, or words for a marker that is not a plain identifier (the
+/// surface's words are never quoted in Human+'s sentence).
+fn revision_words(rev: &SurfaceRevision) -> String {
+    if crate::values::plain::is_plain_identifier(rev.token()) {
+        format!("revision {}", rev.token())
+    } else {
+        "a revision whose marker is not a plain identifier (not shown)".to_owned()
+    }
+}
+
 impl fmt::Display for SurfaceChangedUnderYou {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tool = printable(&self.tool);
+        let r = &self.0;
+        let tool = printable(&r.tool);
+        if r.repeated {
+            write!(
+                f,
+                "`{tool}` was NOT sent: the surface refused this very call (the same tool, the same arguments) a moment ago because the surface had changed, and no call has been answered since.\n\n"
+            )?;
+            if let Some(rev) = &r.current {
+                write!(
+                    f,
+                    "The surface is at {} as far as Human+ knows, but what changed is not known here. ",
+                    revision_words(rev)
+                )?;
+            }
+            return write!(
+                f,
+                "Read the surface again first (any other call that is answered lifts this), then decide: repeating a refused call unchanged is how the other change gets overwritten, which is the outcome this refusal exists to prevent."
+            );
+        }
         write!(
             f,
             "The surface changed while you were working on it, so `{tool}` was NOT applied.\n\n"
         )?;
-        match &self.pinned {
+        match &r.pinned {
             Some(rev) if crate::values::plain::is_plain_identifier(rev.token()) => write!(
                 f,
                 "You were working from the surface as it looked at revision {}, observed when you called `{}`.",
@@ -511,11 +729,93 @@ impl fmt::Display for SurfaceChangedUnderYou {
                 "You were working from a surface state whose revision was never recorded.",
             )?,
         }
+        f.write_str(
+            " Someone else \u{2014} a person editing the same surface, or another participant \u{2014} has committed a change since then.\n\n",
+        )?;
+        // What was learnt, sentence after sentence (a frame ends a line).
+        let mut said = String::from("Nothing was written and nothing was lost.");
+        let mut say = |text: &str| {
+            if !said.ends_with('\n') {
+                said.push(' ');
+            }
+            said.push_str(text);
+        };
+        let since = r
+            .pinned
+            .as_ref()
+            .map_or_else(|| "then".to_owned(), revision_words);
+        match &r.changes {
+            WhatChanged::NotAsked => {}
+            WhatChanged::NoFeed => {
+                say("This surface keeps no change feed, so what changed is not known here.");
+            }
+            WhatChanged::FeedFailed => say(
+                "The surface's change feed could not be read just now, so what changed is not known here.",
+            ),
+            WhatChanged::Listed(listed) => {
+                if listed.total == 0 {
+                    say(&format!(
+                        "The surface's change feed lists no change since {since}."
+                    ));
+                } else {
+                    let mut text = format!(
+                        "Since {since}, the surface's change feed lists {} change{}",
+                        listed.total,
+                        if listed.total == 1 { "" } else { "s" }
+                    );
+                    if listed.not_by_agents > 0 {
+                        text.push_str(&format!(
+                            " ({} not made by an agent: a person's or another participant's, or unattributed)",
+                            listed.not_by_agents
+                        ));
+                    }
+                    if listed.shown < listed.total {
+                        text.push_str(&format!(
+                            "; {} of them {} shown, the other {} did not fit",
+                            listed.shown,
+                            if listed.shown == 1 { "is" } else { "are" },
+                            listed.total - listed.shown
+                        ));
+                    }
+                    match &listed.framed {
+                        Some(framed) => text.push_str(&format!(":\n{framed}\n")),
+                        None => text.push('.'),
+                    }
+                    say(&text);
+                }
+                if !listed.complete {
+                    say("The surface declared this list PARTIAL: some changes are not in it.");
+                }
+            }
+        }
+        match (&r.current, &r.pinned) {
+            (Some(current), _) => say(&format!(
+                "The surface is now at {}: the next call is pinned to it, so it is refused again if anything changes before it.",
+                revision_words(current)
+            )),
+            (None, Some(pinned)) => say(&format!(
+                "The surface did not say which revision it is at now, so the next call stays pinned to {}: a write is refused again until a read brings the current revision. If this surface refuses a read at that revision too, this attachment cannot learn the current one, and a new attachment is needed (its first call goes out unpinned).",
+                revision_words(pinned)
+            )),
+            (None, None) => {}
+        }
+        f.write_str(said.trim_end())?;
+        let before = if matches!(&r.changes, WhatChanged::Listed(l) if l.framed.is_some()) {
+            "decide with the changes listed above in front of you"
+        } else {
+            "read the surface again before deciding what to do"
+        };
         write!(
             f,
-            " Someone else \u{2014} a person editing the same surface, or another participant \u{2014} has committed a change since then.\n\n\
-             Nothing was written and nothing was lost. Read the surface again before deciding what to do: the change may already have done what you intended, may conflict with it, or may be unrelated. Do not simply repeat `{tool}` with the same arguments \u{2014} that is how the other change gets overwritten, which is the outcome this refusal exists to prevent."
-        )
+            "\n\nIf `{tool}` only reads, call it again: it will see the surface as it is now. If it changes something, {before}: the change may already have done what you intended, may conflict with it, or may be unrelated. Do not simply repeat `{tool}` with the same arguments \u{2014} that is how the other change gets overwritten, which is the outcome this refusal exists to prevent."
+        )?;
+        if r.repeat_guarded {
+            write!(
+                f,
+                " Human+ will not send `{tool}` with these same arguments again until another call has been answered."
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -368,43 +368,195 @@ fn pin_mismatch_refuses_the_whole_operation() {
     assert!(!a.sim.methods().iter().any(|m| m == "tools/call"));
 }
 
-#[test]
-fn recovery_pins_none_r1_none_r2() {
-    for leg in legs() {
-        let (state, sim) = sheet();
-        let mut a = Agent::new(sim).with_leg(leg.clone());
-        let r = a.call("sheet_read", json!({})).unwrap();
-        assert_eq!(r.revision.as_ref().map(SurfaceRevision::token), Some("r1"));
-        state.borrow_mut().person_edits("B4", "12");
-        let e = a
-            .call("sheet_write", json!({"cell": "B4", "value": "99"}))
-            .unwrap_err();
-        let Error::SurfaceChangedUnderYou(refusal) = &e else {
-            panic!("{e:?}")
-        };
-        assert_eq!(e.code(), "surface_changed_under_you");
-        let text = e.to_string();
-        assert!(text.contains("`sheet_write` was NOT applied"), "{text}");
-        assert!(
-            text.contains("revision r1, observed when you called `sheet_read`"),
-            "{text}"
-        );
-        assert!(text.contains("Do not simply repeat `sheet_write`"));
-        assert_eq!(refusal.pinned().map(SurfaceRevision::token), Some("r1"));
-        assert!(state.borrow().applied.is_empty(), "nothing was written");
-        assert_eq!(a.record.revision(), None, "the stale revision is dropped");
-        assert_eq!(a.record.conflict_detection(), ConflictDetection::Enforced);
-        assert!(a.record.is_attached());
-        a.call("sheet_read", json!({})).unwrap();
-        a.call("sheet_write", json!({"cell": "B4", "value": "99"}))
-            .unwrap();
-        assert_eq!(
-            a.sim.pins(),
-            [None, Some("r1".into()), None, Some("r2".into())],
-            "{leg:?}"
-        );
-        assert_eq!(state.borrow().applied, [("B4".to_owned(), "99".to_owned())]);
+/// Every kind of enforcing surface: strict (a stale pin refuses a read
+/// too) or lenient (a read is answered whatever its pin, as the seeds
+/// describe one), with or without a change feed, naming its current
+/// revision in a refusal or not.
+#[derive(Debug, Clone, Copy)]
+struct Kind {
+    lenient_reads: bool,
+    feed: bool,
+    names_current: bool,
+}
+
+fn kinds() -> Vec<Kind> {
+    let mut all = Vec::new();
+    for lenient_reads in [false, true] {
+        for feed in [true, false] {
+            for names_current in [true, false] {
+                all.push(Kind {
+                    lenient_reads,
+                    feed,
+                    names_current,
+                });
+            }
+        }
     }
+    all
+}
+
+fn sheet_of(kind: Kind) -> (Rc<RefCell<Sheet>>, Sim) {
+    let (state, sim) = sheet();
+    {
+        let mut s = state.borrow_mut();
+        s.lenient_reads = kind.lenient_reads;
+        s.feed = kind.feed;
+        s.names_current = kind.names_current;
+    }
+    (state, sim)
+}
+
+/// The careless agent of issue 33, on every kind of surface and leg: read;
+/// the person edits; the write is refused; the person edits again; the
+/// agent repeats its write blindly. The person's second value stands, and
+/// no call after the first goes out unpinned.
+#[test]
+fn a_refusal_keeps_the_attachment_pinned_on_every_kind_of_surface() {
+    for leg in legs() {
+        for kind in kinds() {
+            let (state, sim) = sheet_of(kind);
+            let mut a = Agent::new(sim).with_leg(leg.clone());
+            let r = a.call("sheet_read", json!({})).unwrap();
+            assert_eq!(r.revision.as_ref().map(SurfaceRevision::token), Some("r1"));
+            state.borrow_mut().person_edits("B4", "first");
+            let write = json!({"cell": "B4", "value": "agent"});
+            let e = a.call("sheet_write", write.clone()).unwrap_err();
+            let Error::SurfaceChangedUnderYou(refusal) = &e else {
+                panic!("{kind:?} {e:?}")
+            };
+            let text = e.to_string();
+            assert!(text.contains("`sheet_write` was NOT applied"), "{text}");
+            assert!(
+                text.contains("revision r1, observed when you called `sheet_read`"),
+                "{text}"
+            );
+            assert!(
+                text.contains("Do not simply repeat `sheet_write`"),
+                "{text}"
+            );
+            assert!(text.contains("If `sheet_write` only reads, call it again"));
+            assert_eq!(refusal.pinned().map(SurfaceRevision::token), Some("r1"));
+            assert!(state.borrow().applied.is_empty(), "nothing was written");
+            assert_eq!(a.record.conflict_detection(), ConflictDetection::Enforced);
+            let pin = a.record.revision().map(SurfaceRevision::token);
+            match (kind.feed, kind.names_current) {
+                (true, _) => {
+                    // The feed, asked since the refused pin, says what
+                    // changed, inside the refusal, framed.
+                    let WhatChanged::Listed(listed) = refusal.changes() else {
+                        panic!("{kind:?} {:?}", refusal.changes())
+                    };
+                    assert_eq!((listed.total, listed.not_by_agents), (1, 1));
+                    let framed = listed.framed.as_deref().unwrap();
+                    assert!(framed.contains("<untrusted-tool-output"), "{framed}");
+                    assert!(framed.contains("B4: updated by a person"), "{framed}");
+                    assert!(text.contains(framed));
+                    assert!(text.contains("The surface is now at revision r2"), "{text}");
+                    assert_eq!(pin, Some("r2"));
+                    assert!(!refusal.is_repeat_guarded());
+                    let asked = a.sim.seen.last().unwrap();
+                    assert_eq!(asked.params["name"], "changes_since");
+                    assert_eq!(asked.params["arguments"]["since"], "r1");
+                }
+                (false, true) => {
+                    assert_eq!(refusal.changes(), &WhatChanged::NoFeed);
+                    assert_eq!(pin, Some("r2"), "{kind:?}");
+                    assert!(refusal.is_repeat_guarded());
+                    assert!(text.contains("keeps no change feed"), "{text}");
+                }
+                (false, false) => {
+                    assert_eq!(pin, Some("r1"), "the refused pin is kept: {kind:?}");
+                    assert!(text.contains("the next call stays pinned to revision r1"));
+                }
+            }
+            // The person edits again; the agent repeats its write blindly.
+            state.borrow_mut().person_edits("B4", "second");
+            let e = a.call("sheet_write", write.clone()).unwrap_err();
+            assert_eq!(e.code(), "surface_changed_under_you", "{kind:?}");
+            assert_eq!(state.borrow().cells["B4"], "second", "{kind:?}");
+            assert!(state.borrow().applied.is_empty(), "{kind:?}");
+            // A read, then a write: applied within two calls, except on a
+            // strict surface that says neither what changed nor where it
+            // is now (every call stays refused, nothing is ever unpinned).
+            let read = a.call("sheet_read", json!({}));
+            let written = a.call("sheet_write", write.clone());
+            let stuck = !kind.lenient_reads && !kind.feed && !kind.names_current;
+            if stuck {
+                assert!(read.is_err() && written.is_err(), "{kind:?}");
+                assert!(state.borrow().applied.is_empty(), "{kind:?}");
+            } else {
+                assert!(written.is_ok(), "{kind:?} {read:?} {written:?}");
+                assert_eq!(state.borrow().applied.len(), 1, "{kind:?}");
+            }
+            let pins = a.sim.pins();
+            assert_eq!(pins[0], None, "the first call of an attachment");
+            assert!(
+                pins[1..].iter().all(Option::is_some),
+                "no call after the first revision went out unpinned: {kind:?} {pins:?}"
+            );
+        }
+    }
+}
+
+/// Every change-feed question carries `since`; after a refusal moved the
+/// pin it is the refused pin (what changed since the agent's last look,
+/// never the whole history), until a call is answered.
+#[test]
+fn after_a_refusal_the_feed_asks_since_the_refused_pin() {
+    let (state, sim) = sheet();
+    state.borrow_mut().lenient_reads = true;
+    let mut a = Agent::new(sim);
+    a.call("sheet_read", json!({})).unwrap();
+    state.borrow_mut().person_edits("A1", "older");
+    a.call("sheet_read", json!({})).unwrap();
+    state.borrow_mut().person_edits("B4", "12");
+    a.call("sheet_write", json!({"cell": "B4", "value": "9"}))
+        .unwrap_err();
+    assert_eq!(a.record.revision().map(SurfaceRevision::token), Some("r3"));
+    let changes = a.changes().unwrap();
+    let asked = a.sim.seen.last().unwrap();
+    assert_eq!(asked.params["arguments"]["since"], "r2", "the refused pin");
+    assert_eq!(asked.params["_meta"]["revision"], "r3");
+    let handles: Vec<&str> = changes.defer_to().iter().map(|c| c.handle()).collect();
+    assert_eq!(handles, ["B4"], "not the whole history");
+    // Answered: the next question asks since the pin.
+    a.changes().unwrap();
+    assert_eq!(
+        a.sim.seen.last().unwrap().params["arguments"]["since"],
+        "r3"
+    );
+}
+
+/// The identical call the surface refused, when the refusal moved the pin
+/// without saying what changed, is refused here without being sent until
+/// another call has been answered.
+#[test]
+fn a_blind_repeat_is_not_sent_until_another_call_is_answered() {
+    let kind = Kind {
+        lenient_reads: false,
+        feed: false,
+        names_current: true,
+    };
+    let (state, sim) = sheet_of(kind);
+    let mut a = Agent::new(sim);
+    a.call("sheet_read", json!({})).unwrap();
+    state.borrow_mut().person_edits("B4", "12");
+    let write = json!({"cell": "B4", "value": "99"});
+    a.call("sheet_write", write.clone()).unwrap_err();
+    let sent = a.sim.seen.len();
+    let e = a.call("sheet_write", write.clone()).unwrap_err();
+    let Error::SurfaceChangedUnderYou(refusal) = &e else {
+        panic!("{e:?}")
+    };
+    assert!(refusal.was_repeat());
+    assert!(e.to_string().contains("`sheet_write` was NOT sent"), "{e}");
+    assert_eq!(a.sim.seen.len(), sent, "nothing reached the surface");
+    // Another call, answered, lifts it; the write then goes out pinned to
+    // the revision the refusal named.
+    a.call("sheet_read", json!({})).unwrap();
+    a.call("sheet_write", write).unwrap();
+    assert_eq!(state.borrow().applied, [("B4".to_owned(), "99".to_owned())]);
+    assert_eq!(a.sim.pins().last().unwrap().as_deref(), Some("r2"));
 }
 
 #[test]
@@ -1097,13 +1249,16 @@ fn warm_sse_keeps_one_stream_across_operations() {
         1,
         "one stream for every exchange"
     );
+    // read, read, the refused write, the feed asked since r1 (on the same
+    // stream), read, write: never unpinned after the first.
     assert_eq!(
         a.sim.pins(),
         [
             None,
             Some("r1".into()),
             Some("r1".into()),
-            None,
+            Some("r1".into()),
+            Some("r2".into()),
             Some("r2".into())
         ]
     );

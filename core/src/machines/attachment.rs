@@ -57,6 +57,17 @@ pub struct SurfaceAttachment {
     /// there is none, so old and new records read each other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     listing: Option<ListingVerdict>,
+    /// The fingerprint of a call the surface refused as stale when the
+    /// refusal moved the pin without saying what changed: that very call is
+    /// not sent again until another call has been answered. Absent from
+    /// older records and not written when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refused_call: Option<String>,
+    /// After a stale refusal moved the pin: the refused pin, which the next
+    /// change-feed question asks `since` (until a call is answered).
+    /// Absent from older records and not written when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feed_since: Option<SurfaceRevision>,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +87,10 @@ struct AttachmentWire {
     change_feed: ChangeFeed,
     #[serde(default)]
     listing: Option<ListingVerdict>,
+    #[serde(default)]
+    refused_call: Option<String>,
+    #[serde(default)]
+    feed_since: Option<SurfaceRevision>,
 }
 
 impl TryFrom<AttachmentWire> for SurfaceAttachment {
@@ -90,6 +105,8 @@ impl TryFrom<AttachmentWire> for SurfaceAttachment {
         a.conflict_detection = w.conflict_detection;
         a.change_feed = w.change_feed;
         a.listing = w.listing;
+        a.refused_call = w.refused_call;
+        a.feed_since = w.feed_since;
         Ok(a)
     }
 }
@@ -125,6 +142,8 @@ impl SurfaceAttachment {
             conflict_detection: ConflictDetection::NotObserved,
             change_feed: ChangeFeed::NotObserved,
             listing: None,
+            refused_call: None,
+            feed_since: None,
         })
     }
 
@@ -149,6 +168,8 @@ impl SurfaceAttachment {
             conflict_detection: ConflictDetection::NotObserved,
             change_feed: ChangeFeed::NotObserved,
             listing: None,
+            refused_call: None,
+            feed_since: None,
         }
     }
 
@@ -286,15 +307,127 @@ impl SurfaceAttachment {
         self.bump()
     }
 
-    /// The surface refused a stale pin: the revision is dropped and
-    /// detection is `Enforced` for good.
+    /// The surface refused a stale pin: detection is `Enforced` for good.
+    ///
+    /// The revision is **kept**: once an attachment has seen a revision, no
+    /// call leaves it unpinned. (The PHP reference drops it "so the agent's
+    /// next read is sent unpinned"; since the manager cannot tell the next
+    /// read from the next write, that sends the next write unpinned, and a
+    /// model's blind retry overwrites a person's later edit. Seed 000: "It
+    /// does not know a read from a write, so it pins every call".) The
+    /// operation that met the refusal moves the pin with
+    /// [`SurfaceAttachment::record_revision`] when it learns the surface's
+    /// current revision.
     pub fn observe_enforcement(&mut self) -> bool {
-        if self.revision.is_none() && self.conflict_detection == ConflictDetection::Enforced {
+        if self.conflict_detection == ConflictDetection::Enforced {
             return false;
         }
-        self.revision = None;
         self.conflict_detection = ConflictDetection::Enforced;
         self.bump()
+    }
+
+    /// The fingerprint of the call that is not to be sent again until
+    /// another call has been answered (see [`call_fingerprint`]), if any.
+    #[must_use]
+    pub fn refused_call(&self) -> Option<&str> {
+        self.refused_call.as_deref()
+    }
+
+    /// Keeps `fingerprint` as the call not to send again until another call
+    /// has been answered (`None` lifts it); a change bumps the generation.
+    pub fn guard_refused_call(&mut self, fingerprint: Option<String>) -> bool {
+        if self.refused_call == fingerprint {
+            return false;
+        }
+        self.refused_call = fingerprint;
+        self.bump()
+    }
+
+    /// The revision the next change-feed question asks `since`: the
+    /// refused pin while a stale refusal has moved the pin and no call has
+    /// been answered since, else the pin itself. `None` only before any
+    /// revision was seen.
+    #[must_use]
+    pub fn feed_since(&self) -> Option<&SurfaceRevision> {
+        self.feed_since.as_ref().or(self.revision.as_ref())
+    }
+
+    /// Keeps `since` as the revision the next change-feed question asks
+    /// `since` (`None`: the pin again); a change bumps the generation.
+    pub fn keep_feed_since(&mut self, since: Option<SurfaceRevision>) -> bool {
+        if self.feed_since == since {
+            return false;
+        }
+        self.feed_since = since;
+        self.bump()
+    }
+
+    /// Takes over what `previous` learnt of the same surface session: its
+    /// revision (the pin), what was observed of conflict detection and of
+    /// the change feed, and a guarded refused call. For a new attachment to
+    /// a session another attachment already worked on (a bridge joining the
+    /// same session again, a service re-attaching a conversation): its
+    /// first call is then pinned, as the previous attachment's next call
+    /// would have been. Nothing is taken from an attachment to another
+    /// relay, session or surface. Returns whether anything changed.
+    ///
+    /// ```
+    /// use human_plus_core::*;
+    ///
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "sheet:one", "Demo")?;
+    /// let mint = |seed| SurfaceAttachment::mint(
+    ///     OwnerKey::of("o").unwrap(), inv.clone(), Participant::new("a", "A", "#000"), &mut SeededEntropy::new(seed),
+    /// );
+    /// let mut old = mint(1);
+    /// old.record_revision(SurfaceRevision::observed("r4", "sheet_read").unwrap());
+    /// let mut new = mint(2);
+    /// assert!(new.carry_over(&old));
+    /// assert_eq!(new.revision().map(SurfaceRevision::token), Some("r4"));
+    ///
+    /// let elsewhere = SurfaceInvitation::new("https://relay.example", "demo_002", "0123456789abcdef", "sheet:one", "Demo")?;
+    /// let mut other = SurfaceAttachment::mint(OwnerKey::of("o")?, elsewhere, Participant::new("a", "A", "#000"), &mut SeededEntropy::new(3));
+    /// assert!(!other.carry_over(&old));
+    /// assert_eq!(other.revision(), None);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn carry_over(&mut self, previous: &SurfaceAttachment) -> bool {
+        let (a, b) = (&self.invitation, &previous.invitation);
+        if a.relay_url() != b.relay_url()
+            || a.session_id() != b.session_id()
+            || a.surface_id() != b.surface_id()
+        {
+            return false;
+        }
+        let before = (
+            self.revision.clone(),
+            self.conflict_detection,
+            self.change_feed,
+            self.refused_call.clone(),
+            self.feed_since.clone(),
+        );
+        if previous.revision.is_some() {
+            self.revision.clone_from(&previous.revision);
+        }
+        if previous.conflict_detection != ConflictDetection::NotObserved {
+            self.conflict_detection = previous.conflict_detection;
+        }
+        if previous.change_feed != ChangeFeed::NotObserved {
+            self.change_feed = previous.change_feed;
+        }
+        if previous.refused_call.is_some() {
+            self.refused_call.clone_from(&previous.refused_call);
+        }
+        if previous.feed_since.is_some() {
+            self.feed_since.clone_from(&previous.feed_since);
+        }
+        let after = (
+            self.revision.clone(),
+            self.conflict_detection,
+            self.change_feed,
+            self.refused_call.clone(),
+            self.feed_since.clone(),
+        );
+        before != after && self.bump()
     }
 
     /// A result carried no revision: `NotObserved` becomes `Unavailable`;
@@ -334,6 +467,36 @@ impl SurfaceAttachment {
         self.change_feed = ChangeFeed::Attributed;
         self.bump()
     }
+}
+
+/// The fingerprint of a call: `sha256:` and 32 hex of SHA-256 over the
+/// canonical JSON (RFC 8785, as tool digests are made) of
+/// `{"arguments": …, "name": …}`. Two calls have the same fingerprint
+/// exactly when they name the same tool with the same arguments, whatever
+/// the order of their members.
+///
+/// ```
+/// use human_plus_core::call_fingerprint;
+/// use serde_json::json;
+///
+/// let a = call_fingerprint("sheet_set_cell", &json!({"address": "C3", "value": "x"}));
+/// let b = call_fingerprint("sheet_set_cell", &json!({"value": "x", "address": "C3"}));
+/// assert_eq!(a, b);
+/// assert!(a.starts_with("sha256:") && a.len() == 39);
+/// assert_ne!(a, call_fingerprint("sheet_set_cell", &json!({"address": "C3", "value": "y"})));
+/// ```
+#[must_use]
+pub fn call_fingerprint(tool: &str, arguments: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let call = serde_json::json!({"name": tool, "arguments": arguments});
+    let canonical = crate::tools::canonical::canonical_json(&call);
+    let hash = Sha256::digest(canonical.as_bytes());
+    let mut out = String::with_capacity(39);
+    out.push_str("sha256:");
+    for b in hash.iter().take(16) {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
 }
 
 fn is_token_like(s: &str) -> bool {
@@ -379,7 +542,12 @@ mod tests {
         assert_eq!(a.generation(), 1);
         assert!(a.observe_enforcement());
         assert_eq!(a.generation(), 2);
-        assert_eq!(a.revision(), None);
+        assert_eq!(
+            a.revision().map(SurfaceRevision::token),
+            Some("r1"),
+            "a refusal never leaves the attachment unpinned"
+        );
+        assert!(!a.observe_enforcement());
         assert!(a.record_revision(SurfaceRevision::observed("r2", "read").unwrap()));
         assert_eq!(a.conflict_detection(), ConflictDetection::Enforced);
         assert!(!a.observe_no_revision());
@@ -391,6 +559,41 @@ mod tests {
         assert!(a.transition(AttachmentState::Detached));
         assert!(!a.transition(AttachmentState::Detached));
         assert_eq!(a.generation(), 6);
+    }
+
+    #[test]
+    fn the_refused_call_guard_round_trips_and_older_records_read() {
+        let mut a = record();
+        let fp = call_fingerprint("sheet_set_cell", &serde_json::json!({"address": "C3"}));
+        assert!(a.guard_refused_call(Some(fp.clone())));
+        assert!(!a.guard_refused_call(Some(fp.clone())));
+        let json = serde_json::to_string(&a).unwrap();
+        let back: SurfaceAttachment = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.refused_call(), Some(fp.as_str()));
+        assert!(a.guard_refused_call(None));
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(!json.contains("refused_call"), "not written when none");
+        let back: SurfaceAttachment = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.refused_call(), None);
+    }
+
+    #[test]
+    fn carry_over_takes_the_pin_only_from_the_same_session() {
+        let mut old = record();
+        old.record_revision(SurfaceRevision::observed("r5", "read").unwrap());
+        old.observe_enforcement();
+        old.observe_change_feed(true);
+        let mut new = record();
+        assert!(new.carry_over(&old));
+        assert_eq!(new.revision().map(SurfaceRevision::token), Some("r5"));
+        assert_eq!(new.conflict_detection(), ConflictDetection::Enforced);
+        assert_eq!(new.change_feed(), ChangeFeed::Offered);
+        assert!(!new.carry_over(&old), "nothing more to take");
+        // A later revision of the new attachment is not rolled back by an
+        // older record with none.
+        let fresh = record();
+        assert!(!new.carry_over(&fresh));
+        assert_eq!(new.revision().map(SurfaceRevision::token), Some("r5"));
     }
 
     #[test]

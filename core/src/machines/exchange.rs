@@ -1239,10 +1239,14 @@ impl Exchange {
             return;
         }
         if now >= self.deadline {
-            let e = if matches!(self.post, PostState::Lost) {
-                self.undelivered(Error::Timeout)
-            } else {
-                Error::Timeout
+            let e = match (&self.acts, &self.post) {
+                (_, PostState::Lost) => self.undelivered(Error::Timeout),
+                // Sent, and not answered in time: the page may have
+                // applied it. Never sent again.
+                (Acts::Yes(what), PostState::InFlight { .. } | PostState::Delivered) => {
+                    Error::CallTimeout(what.clone())
+                }
+                _ => Error::Timeout,
             };
             self.finish(io, Err(e));
             return;

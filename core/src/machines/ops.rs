@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use crate::admission::discovery::Discovery;
 use crate::admission::listing::ListingReader;
 use crate::admission::trust::TrustPolicy;
+use crate::answers::changes::{ChangeActor, SurfaceChange};
 use crate::answers::changes::{SurfaceChanges, is_change_feed_tool, read_feed_frame};
 use crate::answers::guard::ResultGuard;
 use crate::egress::endpoint::{EgressPolicy, RelayEndpoint};
@@ -27,8 +28,8 @@ use crate::egress::secrets::Secrets;
 use crate::egress::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
 use crate::entropy::{Entropy, random_id};
 use crate::error::{
-    ConflictDetectionUnavailable, DeliveryUnknown, Error, ProtocolError, SurfaceChangedUnderYou,
-    SurfaceError, ToolRefusal, Unauthorized,
+    ConflictDetectionUnavailable, DeliveryUnknown, Error, ListedChanges, ProtocolError,
+    SurfaceChangedUnderYou, SurfaceError, ToolRefusal, Unauthorized, WhatChanged,
 };
 use crate::formats::jsonrpc::{
     CLIENT_NAME, CLIENT_VERSION, MCP_PROTOCOL_VERSION, Reply, RequestIds, encode_notification,
@@ -36,11 +37,13 @@ use crate::formats::jsonrpc::{
 };
 use crate::invite::invitation::{Activity, Participant, SurfaceInvitation};
 use crate::invite::owner::OwnerKey;
-use crate::machines::attachment::SurfaceAttachment;
+use crate::machines::attachment::{SurfaceAttachment, call_fingerprint};
 use crate::machines::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
 use crate::tools::tool::ToolDefinition;
 use crate::values::attachment_state::AttachmentState;
-use crate::values::revision::{ConflictDetection, SurfaceRevision, rejects_revision};
+use crate::values::revision::{
+    ConflictDetection, SurfaceRevision, refusal_current, rejects_revision,
+};
 
 /// Everything a manager is configured with: egress, transport, trust,
 /// framing and the two opt-ins.
@@ -335,6 +338,9 @@ enum Step {
     Initialize,
     List,
     Act,
+    /// A stale refusal is being completed: the change feed is asked what
+    /// changed since the refused pin.
+    Recover,
     Done,
 }
 
@@ -467,6 +473,13 @@ struct Machine {
     seen: Seen,
     /// The most a listing may be reused, from the surface's `ttlMs`.
     list_ttl: Option<Duration>,
+    /// The admitted change-feed tool, once discovery found one.
+    feed: Option<String>,
+    /// The current revision the last stale refusal named (its `data`).
+    refusal_current: Option<SurfaceRevision>,
+    /// A stale refusal waiting for the change feed's answer, with the
+    /// current revision the refusal named.
+    recovering: Option<(SurfaceChangedUnderYou, Option<SurfaceRevision>)>,
 }
 
 impl<T: OperationOutput> Operation<T> {
@@ -520,6 +533,9 @@ impl<T: OperationOutput> Operation<T> {
             warm_out: None,
             seen: Seen::default(),
             list_ttl: None,
+            feed: None,
+            refusal_current: None,
+            recovering: None,
         };
         Ok(Operation {
             machine,
@@ -710,6 +726,15 @@ impl Operation<CallResult> {
     /// pinned to the stored revision (`params._meta.revision`), reads
     /// included. `arguments` must be a JSON object or null (sent as `{}`).
     ///
+    /// A stale refusal ([`Error::SurfaceChangedUnderYou`]) never leaves the
+    /// attachment unpinned: the change feed, when one was admitted, is
+    /// asked what changed since the refused pin (one more exchange) and its
+    /// rows are framed inside the refusal; the record is then pinned to the
+    /// revision the feed or the refusal's `data.current` reported, or keeps
+    /// the refused pin. When the pin moved without the model being told
+    /// what changed, this very call (same tool, same arguments) is refused
+    /// here, without being sent, until another call has been answered.
+    ///
     /// # Errors
     /// As [`Operation::tools`], and [`Error::InvalidArguments`] for
     /// arguments that are not an object.
@@ -746,8 +771,11 @@ impl Operation<CallResult> {
 
 impl Operation<SurfaceChanges> {
     /// `changes_since`: discover, find the admitted feed tool, call it with
-    /// `{"since": <stored revision>}` (pinned like any call) and read the
-    /// answer.
+    /// `{"since": <revision>}` (pinned like any call) and read the answer.
+    /// The revision is the stored one, or the refused pin after a stale
+    /// refusal moved it and before a call was answered
+    /// ([`SurfaceAttachment::feed_since`]): what changed since the agent's
+    /// last look, never the whole history once a revision was seen.
     ///
     /// # Errors
     /// As [`Operation::tools`].
@@ -859,6 +887,18 @@ impl Machine {
                     self.step = Step::Done;
                     self.result = Some(Ok(Produced::Detached(self.record.clone())));
                 }
+            }
+            Kind::Call { tool, arguments }
+                if self
+                    .record
+                    .refused_call()
+                    .is_some_and(|guarded| guarded == call_fingerprint(tool, arguments)) =>
+            {
+                // The very call the surface just refused, with nothing
+                // answered since: refused here, nothing is sent.
+                let refusal =
+                    SurfaceChangedUnderYou::repeated(tool.clone(), self.record.revision().cloned());
+                self.fail(Error::SurfaceChangedUnderYou(refusal));
             }
             Kind::Tools | Kind::Call { .. } | Kind::Changes => {
                 if initialized {
@@ -1070,11 +1110,12 @@ impl Machine {
                             let tool = self.acting_tool.clone().unwrap_or_default();
                             self.settle_feed(&tool, answer);
                         }
-                        None => self.on_acted(reply.into_value()),
+                        None => self.on_acted(reply.into_value(), now),
                     }
                 }
-                r => self.on_acted(r.and_then(Reply::into_value)),
+                r => self.on_acted(r.and_then(Reply::into_value), now),
             },
+            Step::Recover => self.on_recovered(r),
             Step::Done => {}
         }
     }
@@ -1201,6 +1242,7 @@ impl Machine {
 
     /// Acts on what discovery admitted: the call, or the change feed.
     fn act(&mut self, found: Found, now: Instant) {
+        self.feed.clone_from(&found.feed);
         match &self.kind {
             Kind::Call { tool, arguments } => {
                 let tool = tool.clone();
@@ -1226,7 +1268,10 @@ impl Machine {
                 None => self.succeed(Produced::Changes(SurfaceChanges::unavailable())),
                 Some(feed) => {
                     let mut args = Map::new();
-                    if let Some(rev) = self.record.revision() {
+                    // After a refusal moved the pin, the refused pin: what
+                    // changed since the agent's last look, never the whole
+                    // history.
+                    if let Some(rev) = self.record.feed_since() {
                         args.insert("since".to_owned(), Value::String(rev.token().to_owned()));
                     }
                     self.call_tool(feed, Value::Object(args), now);
@@ -1256,7 +1301,7 @@ impl Machine {
         self.request("tools/call", Some(&Value::Object(params)), acts, now);
     }
 
-    fn on_acted(&mut self, r: Result<Value, Error>) {
+    fn on_acted(&mut self, r: Result<Value, Error>, now: Instant) {
         match &self.kind {
             Kind::Announce { .. } => match r {
                 Ok(_) => self.succeed(Produced::Announced),
@@ -1274,15 +1319,15 @@ impl Machine {
                 let tool = self.acting_tool.clone().unwrap_or_default();
                 let result = r.and_then(|reply| self.rpc_result(reply, &tool));
                 match result {
-                    Err(Error::RevisionRejected) => {
-                        self.record.observe_enforcement();
-                        let pinned = self.pinned.clone();
-                        self.fail(Error::SurfaceChangedUnderYou(SurfaceChangedUnderYou::new(
-                            tool, pinned,
-                        )));
-                    }
+                    Err(Error::RevisionRejected) => self.on_refused(tool, now),
                     Err(e) => self.fail(e),
                     Ok(result) => {
+                        // Answered: a guarded refused call may be sent
+                        // again, and the feed asks since the pin again.
+                        self.record.guard_refused_call(None);
+                        if matches!(self.kind, Kind::Call { .. }) {
+                            self.record.keep_feed_since(None);
+                        }
                         if matches!(self.kind, Kind::Call { .. }) {
                             self.on_called(&tool, &result);
                         } else {
@@ -1350,6 +1395,8 @@ impl Machine {
     /// Keeps what a feed's answer tells (its revision, attribution) and
     /// succeeds with it, its labels framed.
     fn settle_feed(&mut self, tool: &str, answer: SurfaceChanges) {
+        self.record.guard_refused_call(None);
+        self.record.keep_feed_since(None);
         if let Some(rev) = answer.revision() {
             let rev = SurfaceRevision::observed(rev.token(), tool).unwrap_or_else(|_| rev.clone());
             self.record.record_revision(rev);
@@ -1368,6 +1415,171 @@ impl Machine {
             Ok(a) => self.succeed(Produced::Changes(a)),
             Err(e) => self.fail(e),
         }
+    }
+
+    /// The surface refused the call's pin as stale. The attachment keeps a
+    /// pin (never none: the next call could be a write): the current
+    /// revision when the refusal or the change feed says it, else the
+    /// refused one. A call's refusal asks the change feed what changed
+    /// since the refused pin (one more exchange, only on a refusal), so the
+    /// model reads it inside the refusal and the next pin is one it was
+    /// told of.
+    fn on_refused(&mut self, tool: String, now: Instant) {
+        self.record.observe_enforcement();
+        let pinned = self.pinned.clone();
+        let current = self
+            .refusal_current
+            .take()
+            .filter(|c| pinned.as_ref().is_none_or(|p| p.token() != c.token()));
+        let refusal = SurfaceChangedUnderYou::new(tool, pinned.clone());
+        let is_call = matches!(self.kind, Kind::Call { .. });
+        match (is_call, self.feed.clone(), pinned) {
+            (true, Some(feed), Some(pinned)) => {
+                self.step = Step::Recover;
+                self.recovering = Some((refusal, current.clone()));
+                let mut params = Map::new();
+                params.insert("name".to_owned(), Value::String(feed.clone()));
+                params.insert("arguments".to_owned(), json!({ "since": pinned.token() }));
+                // Pinned too: to the current revision when the refusal
+                // named it, else to the refused one.
+                let pin = current.as_ref().unwrap_or(&pinned);
+                params.insert("_meta".to_owned(), json!({ "revision": pin.token() }));
+                self.acting_tool = Some(feed);
+                self.request("tools/call", Some(&Value::Object(params)), Acts::No, now);
+            }
+            (true, None, _) => self.refused(refusal, current, WhatChanged::NoFeed, None),
+            _ => self.refused(refusal, current, WhatChanged::NotAsked, None),
+        }
+    }
+
+    /// The change feed's answer (or failure) while completing a refusal.
+    fn on_recovered(&mut self, r: Result<Reply, Error>) {
+        let Some((refusal, current)) = self.recovering.take() else {
+            return;
+        };
+        let feed = self.acting_tool.clone().unwrap_or_default();
+        let answer = r
+            .and_then(Reply::into_value)
+            .and_then(|reply| self.rpc_result(reply, &feed));
+        let answer = match answer {
+            Ok(result) if result.get("isError") != Some(&Value::Bool(true)) => {
+                SurfaceChanges::read_from(&result, self.record.change_feed())
+            }
+            Err(e) if e.is_terminal() => {
+                self.fail(e);
+                return;
+            }
+            // The feed refused its own pin: it may still have named the
+            // current revision.
+            Err(Error::RevisionRejected) => {
+                let current = current.or_else(|| self.refusal_current.take());
+                self.refused(refusal, current, WhatChanged::FeedFailed, None);
+                return;
+            }
+            _ => {
+                self.refused(refusal, current, WhatChanged::FeedFailed, None);
+                return;
+            }
+        };
+        if !answer.answered() {
+            self.refused(refusal, current, WhatChanged::FeedFailed, None);
+            return;
+        }
+        if answer.attributes() {
+            self.record.observe_attribution();
+        }
+        let listed_revision = answer
+            .revision()
+            .and_then(|r| SurfaceRevision::observed(r.token(), feed.as_str()).ok());
+        match self.list_changes(&feed, &answer) {
+            Ok(listed) => self.refused(
+                refusal,
+                current,
+                WhatChanged::Listed(listed),
+                listed_revision,
+            ),
+            Err(_) => self.refused(refusal, current, WhatChanged::FeedFailed, None),
+        }
+    }
+
+    /// Ends a refusal with what was learnt: the next pin (the feed's
+    /// revision, else the one the refusal named, else the refused pin
+    /// kept), and the repeat guard when the pin moved without the model
+    /// being told what changed.
+    fn refused(
+        &mut self,
+        mut refusal: SurfaceChangedUnderYou,
+        current: Option<SurfaceRevision>,
+        changes: WhatChanged,
+        listed_revision: Option<SurfaceRevision>,
+    ) {
+        let next = listed_revision.or(current).filter(|next| {
+            refusal
+                .pinned()
+                .is_none_or(|pinned| pinned.token() != next.token())
+        });
+        let told = matches!(&changes, WhatChanged::Listed(l) if l.complete);
+        let fingerprint = match &self.kind {
+            Kind::Call { tool, arguments } if next.is_some() && !told => {
+                Some(call_fingerprint(tool, arguments))
+            }
+            _ => None,
+        };
+        if let Some(next) = next {
+            // The next change-feed question still asks since the refused
+            // pin (what changed since the agent's last look), until a call
+            // is answered.
+            self.record.keep_feed_since(refusal.pinned().cloned());
+            self.record.record_revision(next.clone());
+            refusal = refusal.with_current(next);
+        }
+        if fingerprint.is_some() {
+            refusal = refusal.with_repeat_guard();
+        }
+        self.record.guard_refused_call(fingerprint);
+        self.fail(Error::SurfaceChangedUnderYou(refusal.with_changes(changes)));
+    }
+
+    /// The change feed's rows as a refusal shows them: one line each, in
+    /// one frame, bounded (at most [`REFUSAL_ROWS`] rows and
+    /// [`REFUSAL_ROW_BYTES`] bytes of text, within the result budget); the
+    /// rows left out are counted, never cut.
+    fn list_changes(
+        &mut self,
+        tool: &str,
+        answer: &SurfaceChanges,
+    ) -> Result<ListedChanges, Error> {
+        let changes = answer.changes();
+        let budget = match self.guard.max_bytes() {
+            0 => REFUSAL_ROW_BYTES,
+            max => REFUSAL_ROW_BYTES.min(max.saturating_sub(REFUSAL_RESERVE)),
+        };
+        let mut text = String::new();
+        let mut shown = 0;
+        for change in changes.iter().take(REFUSAL_ROWS) {
+            let line = change_line(change);
+            let needed = line.len() + usize::from(!text.is_empty());
+            if text.len() + needed > budget {
+                break;
+            }
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&line);
+            shown += 1;
+        }
+        let framed = if shown == 0 {
+            None
+        } else {
+            Some(self.frame_within(tool, &text, REFUSAL_RESERVE)?)
+        };
+        Ok(ListedChanges {
+            framed,
+            total: changes.len(),
+            shown,
+            not_by_agents: changes.iter().filter(|c| c.deserves_deference()).count(),
+            complete: answer.complete(),
+        })
     }
 
     fn frame(&mut self, tool: &str, text: &str) -> Result<String, Error> {
@@ -1406,6 +1618,7 @@ impl Machine {
         };
         if let Some(error) = reply.remove("error").filter(|e| !e.is_null()) {
             if rejects_revision(&error) {
+                self.refusal_current = refusal_current(&error, context);
                 return Err(Error::RevisionRejected);
             }
             // JSON-RPC's code is an integer; anything else is dropped.
@@ -1438,6 +1651,35 @@ impl Machine {
             _ => Err(Error::Protocol(ProtocolError::MalformedResult)),
         }
     }
+}
+
+/// The most change-feed rows a stale refusal shows.
+pub const REFUSAL_ROWS: usize = 50;
+
+/// The most bytes of change-feed rows a stale refusal shows (before its
+/// frame), further bounded by the result budget.
+pub const REFUSAL_ROW_BYTES: usize = 8 * 1024;
+
+/// What a stale refusal's own sentences may take of the result budget.
+const REFUSAL_RESERVE: usize = 4 * 1024;
+
+/// One change-feed row as a refusal lists it: `C3: updated by a person
+/// (label)`. The handle and the label are the surface's words; the line
+/// goes inside a frame.
+fn change_line(change: &SurfaceChange) -> String {
+    let by = match change.actor() {
+        ChangeActor::Human => "a person",
+        ChangeActor::Agent => "an agent",
+        ChangeActor::Other => "another participant",
+        ChangeActor::Unknown => "someone not named",
+    };
+    let mut line = format!("{}: {} by {by}", change.handle(), change.kind());
+    if !change.label().is_empty() {
+        line.push_str(" (");
+        line.push_str(change.label());
+        line.push(')');
+    }
+    line
 }
 
 /// The text of a `tools/call` result: the `text` of every content part of

@@ -214,6 +214,38 @@ fn revision_text<'s>(value: &'s Scalar<'_>) -> Option<Cow<'s, str>> {
     }
 }
 
+/// The members of a stale refusal's `data` that name the surface's current
+/// revision, in the order they are tried.
+pub const CURRENT_REVISION_KEYS: [&str; 3] = ["current", "currentRevision", "current_revision"];
+
+/// The surface's current revision as a stale refusal names it, if it does:
+/// the JSON-RPC `error`'s `data.current` (or `currentRevision`,
+/// `current_revision`), read as a result's revision is (a non-blank string,
+/// or an integer as its decimal text; at most 512 bytes, else ignored).
+/// Nothing else in the error is read: a surface's `data.revision` could as
+/// well be the stale pin it refused.
+///
+/// ```
+/// use human_plus_core::refusal_current;
+/// use serde_json::json;
+///
+/// let current = |v| refusal_current(&v, "sheet_set_cell").map(|r| r.token().to_owned());
+/// assert_eq!(current(json!({"code": 409, "data": {"code": "revision_stale", "current": "r7"}})), Some("r7".into()));
+/// assert_eq!(current(json!({"code": 409, "data": {"currentRevision": 12}})), Some("12".into()));
+/// assert_eq!(current(json!({"code": 409, "data": {"revision": "r5"}})), None);
+/// assert_eq!(current(json!({"code": 409, "data": {"current": ""}})), None);
+/// assert_eq!(current(json!({"code": 409})), None);
+/// ```
+#[must_use]
+pub fn refusal_current(error: &Value, observed_from: &str) -> Option<SurfaceRevision> {
+    let data = error.get("data")?.as_object()?;
+    CURRENT_REVISION_KEYS.iter().find_map(|key| {
+        let value = data.scalar(key)?;
+        let token = revision_text(&value)?;
+        SurfaceRevision::observed(token, observed_from).ok()
+    })
+}
+
 /// The strings that mark a JSON-RPC error as a stale-revision rejection
 /// (compared after trimming and ASCII-lowercasing).
 pub const CONFLICT_REASONS: [&str; 5] = [

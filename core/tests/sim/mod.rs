@@ -915,6 +915,14 @@ pub struct Sheet {
     pub declares_list_changed: bool,
     /// `sheet_write`'s description (changing it changes its digest).
     pub write_description: String,
+    /// A read is answered whatever its pin (the seeds' surface: "a read
+    /// overwrites nothing"); only writes are refused when stale.
+    pub lenient_reads: bool,
+    /// A stale refusal names the current revision (`data.current`).
+    pub names_current: bool,
+    /// Every applied `sheet_write`: its pin, and the sheet's revision
+    /// number when it was applied.
+    pub write_pins: Vec<(Option<String>, u64)>,
 }
 
 impl Default for Sheet {
@@ -930,6 +938,9 @@ impl Default for Sheet {
             protocol: "2025-06-18".to_owned(),
             declares_list_changed: true,
             write_description: "Write a cell.".to_owned(),
+            lenient_reads: false,
+            names_current: false,
+            write_pins: Vec::new(),
         }
     }
 }
@@ -972,14 +983,18 @@ impl Sheet {
                 let pin = params.pointer("/_meta/revision").and_then(Value::as_str);
                 // A feed is read with an old marker by design: it never
                 // rejects a pin.
+                let read = name == "sheet_read";
                 if self.enforce
                     && name != "changes_since"
+                    && !(read && self.lenient_reads)
                     && let Some(pin) = pin
                     && pin != format!("r{}", self.revision)
                 {
-                    return Answer::Error(
-                        json!({"code": 409, "message": "stale", "data": {"code": "revision_mismatch"}}),
-                    );
+                    let mut data = json!({"code": "revision_mismatch"});
+                    if self.names_current {
+                        data["current"] = json!(format!("r{}", self.revision));
+                    }
+                    return Answer::Error(json!({"code": 409, "message": "stale", "data": data}));
                 }
                 match name.as_str() {
                     "sheet_read" => {
@@ -1000,6 +1015,8 @@ impl Sheet {
                             .as_str()
                             .unwrap_or("")
                             .to_owned();
+                        self.write_pins
+                            .push((pin.map(str::to_owned), self.revision));
                         self.revision += 1;
                         self.cells.insert(cell.clone(), value.clone());
                         self.applied.push((cell.clone(), value));
