@@ -12,7 +12,10 @@
 //!   current one is refused with the JSON-RPC error
 //!   `{"code":409,"message":…,"data":{"code":"revision_mismatch","current":"r7",…}}`
 //!   and nothing is applied. `changes_since` is exempt: its whole job is to
-//!   answer for a stale revision;
+//!   answer for a stale revision. Both halves can be changed, so tests see
+//!   every kind of surface: [`DemoSurfaceBuilder::stale_reads`] answers a
+//!   read whatever its pin (the seeds' surface), and
+//!   [`DemoSurfaceBuilder::current_in_refusal`] leaves `current` out;
 //! * `changes_since {since}` lists every change after `since`, attributed
 //!   (`actor_type` `human` for the person's edits, `agent` for tool writes),
 //!   with `_meta.complete`.
@@ -107,6 +110,8 @@ pub struct DemoSurfaceBuilder {
     change_feed: bool,
     feed_attribution: bool,
     feed_complete: bool,
+    stale_reads: bool,
+    current_in_refusal: bool,
     cells: Vec<(String, String)>,
     register: bool,
     unregister_on_shutdown: bool,
@@ -128,6 +133,8 @@ impl fmt::Debug for DemoSurfaceBuilder {
             .field("change_feed", &self.change_feed)
             .field("feed_attribution", &self.feed_attribution)
             .field("feed_complete", &self.feed_complete)
+            .field("stale_reads", &self.stale_reads)
+            .field("current_in_refusal", &self.current_in_refusal)
             .finish_non_exhaustive()
     }
 }
@@ -166,6 +173,24 @@ impl DemoSurfaceBuilder {
     #[must_use]
     pub fn feed_complete(mut self, complete: bool) -> Self {
         self.feed_complete = complete;
+        self
+    }
+
+    /// Answer a read (`sheet_describe`, `sheet_get_cell`,
+    /// `sheet_get_range`) whatever its pin, as the seeds describe a read
+    /// ("a read overwrites nothing"), and refuse only a stale write
+    /// (default false: a stale pin refuses a read too).
+    #[must_use]
+    pub fn stale_reads(mut self, answered: bool) -> Self {
+        self.stale_reads = answered;
+        self
+    }
+
+    /// Name the current revision in a stale refusal (`data.current`,
+    /// default true).
+    #[must_use]
+    pub fn current_in_refusal(mut self, named: bool) -> Self {
+        self.current_in_refusal = named;
         self
     }
 
@@ -290,6 +315,8 @@ impl DemoSurfaceBuilder {
                 change_feed: self.change_feed,
                 feed_attribution: self.feed_attribution,
                 feed_complete: self.feed_complete,
+                stale_reads: self.stale_reads,
+                current_in_refusal: self.current_in_refusal,
                 server_name: self.server_name,
                 server_version: env!("CARGO_PKG_VERSION").to_owned(),
                 protocol_versions: self.protocol_versions,
@@ -667,6 +694,8 @@ impl DemoSurface {
             change_feed: true,
             feed_attribution: true,
             feed_complete: true,
+            stale_reads: false,
+            current_in_refusal: true,
             cells: sheet::default_cells(),
             register: true,
             unregister_on_shutdown: false,

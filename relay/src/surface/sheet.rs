@@ -43,6 +43,10 @@ pub(crate) struct Behaviour {
     pub(crate) change_feed: bool,
     pub(crate) feed_attribution: bool,
     pub(crate) feed_complete: bool,
+    /// A read is answered whatever its pin.
+    pub(crate) stale_reads: bool,
+    /// A stale refusal names `current`.
+    pub(crate) current_in_refusal: bool,
     pub(crate) server_name: String,
     pub(crate) server_version: String,
     /// MicroMcpServer's `protocolVersions` option (newest first): a listed
@@ -382,7 +386,13 @@ impl Sheet {
             return Err(rpc_error(-32601, message, None));
         }
         let current = self.revision();
-        let enforced = behaviour.revisions == RevisionMode::Enforced && name != "changes_since";
+        let read = matches!(
+            name,
+            "sheet_describe" | "sheet_get_cell" | "sheet_get_range"
+        );
+        let enforced = behaviour.revisions == RevisionMode::Enforced
+            && name != "changes_since"
+            && !(read && behaviour.stale_reads);
         if enforced
             && let Some(pin) = &pinned
             && pin.as_str() != Some(current.as_str())
@@ -392,13 +402,22 @@ impl Sheet {
                 current: current.clone(),
             };
             push_bounded(&mut self.calls, record);
-            return Err(rpc_error(
-                409,
-                format!(
-                    "Revision mismatch: the sheet is at {current}, this call was pinned to {shown}. Nothing was applied; read the sheet again before writing."
-                ),
-                Some(json!({"code": "revision_mismatch", "current": current, "pinned": pin})),
-            ));
+            let (message, data) = if behaviour.current_in_refusal {
+                (
+                    format!(
+                        "Revision mismatch: the sheet is at {current}, this call was pinned to {shown}. Nothing was applied; read the sheet again before writing."
+                    ),
+                    json!({"code": "revision_mismatch", "current": current, "pinned": pin}),
+                )
+            } else {
+                (
+                    format!(
+                        "Revision mismatch: this call was pinned to {shown}, which is not the sheet's revision. Nothing was applied; read the sheet again before writing."
+                    ),
+                    json!({"code": "revision_mismatch", "pinned": pin}),
+                )
+            };
+            return Err(rpc_error(409, message, Some(data)));
         }
         let (mut result, outcome) = self.run_tool(behaviour, name, &arguments);
         if behaviour.revisions != RevisionMode::Off
@@ -742,6 +761,8 @@ mod tests {
             change_feed: true,
             feed_attribution: true,
             feed_complete: true,
+            stale_reads: false,
+            current_in_refusal: true,
             server_name: "demo".into(),
             server_version: "0".into(),
             protocol_versions: Vec::new(),
