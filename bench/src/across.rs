@@ -44,6 +44,9 @@ use crate::timing::percentile;
 /// The tools the agent declares (`--allow`).
 const ALLOW: &str = "sheet_get_cell,sheet_set_cell,changes_since";
 
+/// Stale writes measured per bridge row.
+const REFUSALS: usize = 10;
+
 /// The environment variable the command reads the token from.
 const TOKEN_ENV: &str = "HUMAN_PLUS_TOKEN";
 
@@ -138,6 +141,13 @@ pub struct Row {
     pub warm_p90: f64,
     /// Connections per warm call.
     pub warm_conns: f64,
+    /// A stale write's refusal (the person edited first), p50 in RTT: the
+    /// refused call, and the change feed asked what changed since its pin
+    /// (the bridge only; 0 for the floor).
+    pub refusal_p50: f64,
+    /// A write right after a refusal, pinned to the revision it reported,
+    /// p50 in RTT (the bridge only).
+    pub after_refusal_p50: f64,
     /// The one-shot turn's median, RTT.
     pub turn: f64,
     /// Its fastest and slowest, RTT.
@@ -452,6 +462,43 @@ async fn bridge_row(
     warm.sort_unstable();
     row.warm_p50 = rtts(percentile(&warm, 50.0), rtt);
     row.warm_p90 = rtts(percentile(&warm, 90.0), rtt);
+    // Stale writes: the person edits, the agent's write is refused (the
+    // call, then the feed since its pin), and a write right after it,
+    // pinned to the revision the refusal reported, lands.
+    let (mut refused, mut after) = (Vec::new(), Vec::new());
+    for i in 0..REFUSALS {
+        if world
+            .surface
+            .person()
+            .set_cell("C3", &format!("person-{i}"))
+            .is_err()
+        {
+            row.errors += 1;
+            continue;
+        }
+        for (value, expect_refused, into) in [
+            ("agent-a", true, &mut refused),
+            ("agent-b", false, &mut after),
+        ] {
+            let params = CallToolRequestParams::new("sheet_set_cell").with_arguments(
+                serde_json::Map::from_iter([
+                    ("address".to_owned(), Value::from("C3")),
+                    ("value".to_owned(), Value::from(value)),
+                ]),
+            );
+            let t = Instant::now();
+            let result = tokio::time::timeout(STEP, client.call_tool(params)).await;
+            let took = t.elapsed();
+            match result {
+                Ok(Ok(r)) if (r.is_error == Some(true)) == expect_refused => into.push(took),
+                _ => row.errors += 1,
+            }
+        }
+    }
+    refused.sort_unstable();
+    after.sort_unstable();
+    row.refusal_p50 = rtts(percentile(&refused, 50.0), rtt);
+    row.after_refusal_p50 = rtts(percentile(&after, 50.0), rtt);
     let _ = client.cancel().await;
     world.count(&link);
     let log = log.await.unwrap_or_default();
@@ -597,14 +644,21 @@ fn print_table(path: PathKind, rows: &[Row], opts: &LinkOpts) {
     );
     println!();
     println!(
-        "| client | runtime | leg | start-up (aim ≤ {STARTUP_AIM}) | first call | warm call p50 (aim ≤ {}) | warm p90 | one-shot turn, median [min–max] of {} (aim ≤ {TURN_AIM}) | connections: start-up / first call / per warm call / per turn | errors |",
+        "| client | runtime | leg | start-up (aim ≤ {STARTUP_AIM}) | first call | warm call p50 (aim ≤ {}) | warm p90 | stale write refused, p50 of {REFUSALS} | the write after it, p50 | one-shot turn, median [min–max] of {} (aim ≤ {TURN_AIM}) | connections: start-up / first call / per warm call / per turn | errors |",
         path.warm_aim(),
         opts.turns
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
+        let refusal = |v: f64| {
+            if r.client == "bridge" {
+                format!("{v:.2}")
+            } else {
+                "—".to_owned()
+            }
+        };
         println!(
-            "| {} | {} | {} | {} | {:.2} | {} | {:.2} | {} [{:.1}–{:.1}] | {} / {} / {:.2} / {:.1} | {} |",
+            "| {} | {} | {} | {} | {:.2} | {} | {:.2} | {} | {} | {} [{:.1}–{:.1}] | {} / {} / {:.2} / {:.1} | {} |",
             r.client,
             r.runtime,
             r.leg,
@@ -612,6 +666,8 @@ fn print_table(path: PathKind, rows: &[Row], opts: &LinkOpts) {
             r.first,
             mark(r.warm_p50, path.warm_aim()),
             r.warm_p90,
+            refusal(r.refusal_p50),
+            refusal(r.after_refusal_p50),
             mark(r.turn, TURN_AIM),
             r.turn_range.0,
             r.turn_range.1,

@@ -52,7 +52,11 @@ fn enforced_and_attributed() {
     // The probe changed nothing on the sheet.
     assert_eq!(env.surface().cell("B4").as_deref(), Some("12"));
     assert!(env.surface().writes().is_empty());
-    assert_eq!(env.surface().calls().len(), 3, "feed, read, stale read");
+    // The feed, a read, the stale read, and the feed the refusal asked
+    // what changed since the pin: reads only.
+    let calls: Vec<String> = env.surface().calls().into_iter().map(|c| c.tool).collect();
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    assert_eq!(calls.last().map(String::as_str), Some("changes_since"));
 }
 
 #[test]

@@ -123,8 +123,16 @@ async fn lifecycle(relay: Relay, leg: ReceiveLeg) {
     assert_eq!(e.code(), "surface_changed_under_you");
     assert_eq!(relay.surface.cell("B4").as_deref(), Some("12"));
     assert!(relay.surface.writes().is_empty());
+    // The refusal was completed by the change feed, asked since the
+    // refused pin: the write's record is the one before it.
+    let calls = relay.surface.calls();
+    assert_eq!(calls.last().map(|c| c.tool.as_str()), Some("changes_since"));
     assert!(matches!(
-        relay.surface.calls().last().map(|c| &c.outcome),
+        calls
+            .iter()
+            .rev()
+            .find(|c| c.tool == "sheet_set_cell")
+            .map(|c| &c.outcome),
         Some(CallOutcome::Refused { .. })
     ));
     assert_eq!(

@@ -99,6 +99,11 @@ pub struct EnvOptions {
     pub revisions: RevisionMode,
     /// Whether the surface offers a change feed.
     pub change_feed: bool,
+    /// Whether the surface answers a read whatever its pin (the seeds'
+    /// surface) instead of refusing a stale one.
+    pub stale_reads: bool,
+    /// Whether a stale refusal names the current revision.
+    pub current_in_refusal: bool,
     /// How long the relay keeps an idle kept connection open (Node's 5 s
     /// by default).
     pub keep_alive_timeout: Duration,
@@ -116,6 +121,8 @@ impl Default for EnvOptions {
             surface_leg: SurfaceLeg::Sse,
             revisions: RevisionMode::Enforced,
             change_feed: true,
+            stale_reads: false,
+            current_in_refusal: true,
             keep_alive_timeout: human_plus_relay::DEFAULT_KEEP_ALIVE_TIMEOUT,
             protocol_versions: Vec::new(),
             rewrite: None,
@@ -198,6 +205,8 @@ impl Env {
             .leg(options.surface_leg)
             .revisions(options.revisions)
             .change_feed(options.change_feed)
+            .stale_reads(options.stale_reads)
+            .current_in_refusal(options.current_in_refusal)
             .protocol_versions(options.protocol_versions.clone())
             .cells([("A1", "alpha"), ("B2", "beta"), ("B4", "4")]);
         if let Some(cert) = &cert {

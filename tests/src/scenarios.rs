@@ -145,7 +145,14 @@ pub fn lifecycle<R: Runtime>(leg: LegKind, tls: bool) {
     );
     let status = hp.status(OWNER, a.id()).unwrap();
     assert_eq!(status.state(), AttachmentState::Attached);
-    assert_eq!(status.revision(), None, "the stale revision is dropped");
+    // Never unpinned: the refusal learnt the current revision (the
+    // surface names it, and its change feed says B4 changed).
+    assert_eq!(
+        status.revision().map(|r| r.token().to_owned()),
+        Some(env.surface().revision()),
+        "the next call is pinned to the revision the refusal reported"
+    );
+    assert!(text.contains("B4: updated by a person"), "{text}");
     assert_eq!(
         hp.conflict_detection(OWNER, a.id()).unwrap(),
         ConflictDetection::Enforced
@@ -220,6 +227,104 @@ pub fn lifecycle<R: Runtime>(leg: LegKind, tls: bool) {
     assert!(logged_len() > 0, "the runtime logs through tracing");
     assert!(!logged(&env.token), "the token reached a log line");
     assert!(!format!("{:?}", hp.status(OWNER, a.id()).unwrap()).contains(&env.token));
+}
+
+/// Every kind of enforcing surface the suite knows: strict (a stale pin
+/// refuses a read too) or lenient (a read is answered whatever its pin),
+/// with or without a change feed, naming its current revision in a refusal
+/// or not.
+#[must_use]
+pub fn surface_kinds() -> Vec<EnvOptions> {
+    let mut kinds = Vec::new();
+    for stale_reads in [false, true] {
+        for change_feed in [true, false] {
+            for current_in_refusal in [true, false] {
+                kinds.push(EnvOptions {
+                    stale_reads,
+                    change_feed,
+                    current_in_refusal,
+                    ..EnvOptions::default()
+                });
+            }
+        }
+    }
+    kinds
+}
+
+/// The one kind on which a refusal cannot be recovered without an unpinned
+/// call: strict about reads, and saying neither what changed nor where it
+/// is now.
+#[must_use]
+pub fn unrecoverable(kind: &EnvOptions) -> bool {
+    !kind.stale_reads && !kind.change_feed && !kind.current_in_refusal
+}
+
+/// The careless agent of issue 33, on every kind of surface: read; the
+/// person edits; the write is refused; the person edits again; the agent
+/// repeats its write blindly — refused, the person's second value stands;
+/// a read then a write is applied (recovery within two calls, except on
+/// the one kind that cannot be recovered without an unpinned call, where
+/// every call stays refused). No call after the first goes out unpinned.
+pub fn careless_agent<R: Runtime>(leg: LegKind) {
+    for kind in surface_kinds() {
+        let label = format!(
+            "stale reads answered: {}, feed: {}, current in refusal: {}",
+            kind.stale_reads, kind.change_feed, kind.current_in_refusal
+        );
+        let env = Env::with(kind.clone());
+        let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+        let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+        let read = hp
+            .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "C3"}))
+            .unwrap();
+        assert!(read.revision.is_some(), "{label}");
+        env.surface().person().set_cell("C3", "person-1").unwrap();
+        let write = json!({"address": "C3", "value": "agent-A"});
+        let e = hp
+            .call(OWNER, a.id(), "sheet_set_cell", write.clone())
+            .unwrap_err();
+        assert_eq!(e.code(), "surface_changed_under_you", "{label}: {e}");
+        let text = e.to_string();
+        if kind.change_feed {
+            assert!(
+                text.contains("\nC3: ") && text.contains(" by a person"),
+                "{label}: {text}"
+            );
+        }
+        assert_eq!(env.surface().cell("C3").as_deref(), Some("person-1"));
+        env.surface().person().set_cell("C3", "person-2").unwrap();
+        let e = hp
+            .call(OWNER, a.id(), "sheet_set_cell", write.clone())
+            .unwrap_err();
+        assert_eq!(e.code(), "surface_changed_under_you", "{label}: {e}");
+        assert_eq!(
+            env.surface().cell("C3").as_deref(),
+            Some("person-2"),
+            "{label}: the blind repeat overwrote the person's second edit"
+        );
+        let read = hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "C3"}));
+        let written = hp.call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "C3", "value": "agent-B"}),
+        );
+        if unrecoverable(&kind) {
+            assert!(read.is_err() && written.is_err(), "{label}");
+            assert_eq!(env.surface().cell("C3").as_deref(), Some("person-2"));
+        } else {
+            written.unwrap_or_else(|e| panic!("{label}: {read:?} {e}"));
+            assert_eq!(env.surface().cell("C3").as_deref(), Some("agent-B"));
+        }
+        let calls = env.surface().calls();
+        assert!(calls[0].pinned.is_none(), "the attachment's first call");
+        for call in &calls[1..] {
+            assert!(
+                call.pinned.is_some(),
+                "{label}: an unpinned call after a revision was seen: {call:?}"
+            );
+        }
+    }
 }
 
 /// 410 and 401 are terminal, distinct, and never retried.

@@ -26,6 +26,14 @@ macro_rules! suite {
                 scenarios::lifecycle::<$runtime>(LegKind::Poll, true);
             }
             #[test]
+            fn careless_agent_sse() {
+                scenarios::careless_agent::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn careless_agent_poll() {
+                scenarios::careless_agent::<$runtime>(LegKind::Poll);
+            }
+            #[test]
             fn gone_and_unauthorized_sse() {
                 scenarios::gone_and_unauthorized::<$runtime>(LegKind::Sse);
             }

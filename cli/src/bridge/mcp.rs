@@ -454,13 +454,16 @@ impl Shared {
             )
             .trim_end()
             .to_owned(),
-            Error::Timeout => format!(
+            // A call that was sent says itself that it may have been
+            // applied (`Error::outcome_unknown`); one that never left says
+            // nothing of the kind.
+            Error::Timeout | Error::CallTimeout(_) => format!(
                 "{}: {} The surface did not answer within {} s: its page may be closed or not responding.{} If the user closed the page, they can open it again and share a new link. {remedy}",
                 error.code(),
                 error,
                 self.timeout.as_secs_f64(),
-                if call {
-                    " If this call was a write, it may or may not have been applied: read before deciding."
+                if call && !error.outcome_unknown() {
+                    " The call was not sent: nothing was applied."
                 } else {
                     ""
                 }
@@ -598,17 +601,15 @@ impl Shared {
         }
         // A session the person named by writing the profile is followed
         // even before its page answers; the calls say what happens there.
-        if same_session && !lost {
-            // New trust or egress on the same session: what was read stays
-            // meaningful, and the revision seen is carried over.
-            if let Ok(record) = was.agent.status(&was.owner, &was.attachment)
-                && let Some(revision) = record.revision()
-            {
-                let _ = crate::connecting::agent::store_revision(
+        if same_session {
+            // The same session (new trust or egress, or after the relay
+            // restarted): what was learnt is carried over, the pin above
+            // all, so no call of the new attachment goes out unpinned.
+            if let Ok(record) = was.agent.status(&was.owner, &was.attachment) {
+                let _ = crate::connecting::agent::carry_over(
                     next.agent.as_ref(),
                     &next.attachment,
-                    revision.token(),
-                    revision.observed_from(),
+                    &record,
                 );
             }
         }

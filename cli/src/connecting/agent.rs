@@ -3,7 +3,7 @@
 //! `--runtime` names, plus what the command does with an agent's store. No
 //! protocol rule lives here.
 
-use human_plus_core::{Error, StoreError, SurfaceRevision};
+use human_plus_core::{Error, StoreError, SurfaceAttachment, SurfaceRevision};
 use human_plus_store::AttachmentStore;
 
 pub use human_plus_any::{Agent, AgentSetup, build_agent};
@@ -30,6 +30,31 @@ pub fn store_revision(
     let mut record = AttachmentStore::get(store, attachment)?.ok_or(Error::AttachmentMissing)?;
     let generation = record.generation();
     record.record_revision(revision);
+    AttachmentStore::put(store, &record, Some(generation))
+        .map_err(|e| Error::Store(StoreError::new(e.to_string())))
+}
+
+/// Takes over, for `attachment`, what `previous` learnt of the same surface
+/// session (its pin above all: [`SurfaceAttachment::carry_over`]), so the
+/// new attachment's first call is pinned as the previous one's next call
+/// would have been. Nothing is taken from another session.
+///
+/// This is how the `mcp` bridge joins the same session again (after the
+/// relay restarted, or with new trust) without an unpinned call.
+///
+/// # Errors
+/// [`Error::AttachmentMissing`], or the store's.
+pub fn carry_over(
+    agent: &dyn Agent,
+    attachment: &str,
+    previous: &SurfaceAttachment,
+) -> Result<(), Error> {
+    let store = agent.store();
+    let mut record = AttachmentStore::get(store, attachment)?.ok_or(Error::AttachmentMissing)?;
+    let generation = record.generation();
+    if !record.carry_over(previous) {
+        return Ok(());
+    }
     AttachmentStore::put(store, &record, Some(generation))
         .map_err(|e| Error::Store(StoreError::new(e.to_string())))
 }

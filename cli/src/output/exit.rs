@@ -216,7 +216,7 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::SurfaceUnavailable => SURFACE_UNAVAILABLE,
         Error::AttachmentUnauthorized(_) => UNAUTHORIZED,
         Error::SurfaceChangedUnderYou(_) | Error::RevisionRejected => SURFACE_CHANGED,
-        Error::Timeout => TIMEOUT,
+        Error::Timeout | Error::CallTimeout(_) => TIMEOUT,
         Error::Transport(t) if t.kind() == human_plus_core::TransportErrorKind::Timeout => TIMEOUT,
         Error::ToolFailed { .. } | Error::SurfaceError(_) => TOOL_ERROR,
         Error::DeliveryUnknown(_) => DELIVERY_UNKNOWN,
@@ -283,11 +283,18 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
         Error::AttachmentUnauthorized(Unauthorized::Relay) => {
             "the relay refused the token (401); check HUMAN_PLUS_TOKEN or --token-file".to_owned()
         }
-        Error::SurfaceChangedUnderYou(_) => {
-            "somebody changed the surface since that revision: read it again, then decide; pass the new revision with --revision".to_owned()
-        }
+        Error::SurfaceChangedUnderYou(refusal) => match refusal.next_pin() {
+            Some(next) if human_plus_core::is_plain_identifier(next.token()) => format!(
+                "somebody changed the surface since that revision: read it again, then decide; pin the next call with --revision {}",
+                next.token()
+            ),
+            _ => "somebody changed the surface since that revision: read it again, then decide; pin the next call with the revision it reports".to_owned(),
+        },
         Error::Timeout => {
             "raise --timeout, or try --transport poll if a proxy buffers the event stream".to_owned()
+        }
+        Error::CallTimeout(_) => {
+            "the call was sent and may have been applied: read the surface (or `human-plus changes`) before deciding whether to call again; raise --timeout if the page is slow".to_owned()
         }
         Error::DeliveryUnknown(_) => {
             "read the surface (or `human-plus changes`) before deciding whether to call again: the call may have been applied".to_owned()

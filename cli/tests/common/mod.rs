@@ -232,3 +232,35 @@ pub fn with<'a>(args: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
         .chain(args.iter().map(String::as_str))
         .collect()
 }
+
+/// Everything in a tool result a model may read: every text block, joined
+/// as a client joins them.
+pub fn text(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Calls `tool` with `arguments` (a JSON object) through an MCP client,
+/// bounded by `step`.
+pub async fn call_tool<S: rmcp::ClientHandler>(
+    client: &rmcp::service::RunningService<rmcp::service::RoleClient, S>,
+    tool: &str,
+    arguments: serde_json::Value,
+    step: Duration,
+) -> rmcp::model::CallToolResult {
+    let serde_json::Value::Object(arguments) = arguments else {
+        panic!("tool arguments must be an object")
+    };
+    tokio::time::timeout(
+        step,
+        client.call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments),
+        ),
+    )
+    .await
+    .expect("the bridge answered in time")
+    .expect("a CallToolResult")
+}
