@@ -17,7 +17,15 @@
 //! - a relay restarted under the running bridge, the page registering its
 //!   session again: the bridge joins it again;
 //! - a write in flight when the session ends is reported as it is, and is
-//!   never sent again on the next session.
+//!   never sent again on the next session;
+//! - three calls right after `join` of a new link all go to the new
+//!   session (the old page ended its session, or went silent);
+//! - a write waiting on a silent page ends within a second of the join of
+//!   a new link, with the note to read again, and is never sent to the new
+//!   session (every runtime);
+//! - on a silent page only the first call waits the timeout: the next ones
+//!   answer within a second each, in the same words, and the first call
+//!   once the page is back goes through (every runtime).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -766,16 +774,17 @@ fn a_write_in_flight_when_the_session_ends_is_never_sent_again() {
 /// Three calls right after `join` of a new link, with no pause between
 /// them: the first is already served by the new session (the bridge looks
 /// at the profile's files before it sends a call, not only on its timer).
-fn three_calls_right_after_a_join(transport: &str) {
+/// The first page ended its session (`goodbye`), or went silent.
+fn three_calls_right_after_a_join(transport: &str, goodbye: bool) {
     let day = Day::start();
-    let first = day.page(true);
+    let first = day.page(goodbye);
     let run = day.join("wb", &first.session, &first.token);
     assert_eq!(run.code, 0, "{run:?}");
     let bridge = day.bridge("wb", &["--timeout", "10", "--transport", transport]);
     let read = day.call(&bridge, "sheet_get_cell", cell("B4"));
     assert!(ok(&read), "{}", text(&read));
-    // The person closes the page (its goodbye ends the session) and
-    // shares a new one's link.
+    // The person closes the page (with a goodbye the session ends, without
+    // one nobody answers it any more) and shares a new one's link.
     day.close(first);
     let second = day.page(true);
     second
@@ -806,12 +815,17 @@ fn three_calls_right_after_a_join(transport: &str) {
 
 #[test]
 fn three_calls_right_after_a_join_go_to_the_new_session_sse() {
-    three_calls_right_after_a_join("sse");
+    three_calls_right_after_a_join("sse", true);
 }
 
 #[test]
 fn three_calls_right_after_a_join_go_to_the_new_session_poll() {
-    three_calls_right_after_a_join("poll");
+    three_calls_right_after_a_join("poll", true);
+}
+
+#[test]
+fn three_calls_right_after_a_join_from_a_silent_page_go_to_the_new_session() {
+    three_calls_right_after_a_join("sse", false);
 }
 
 /// A write waiting on a page that went silent ends within a second of the
