@@ -828,24 +828,35 @@ fn three_calls_right_after_a_join_from_a_silent_page_go_to_the_new_session() {
     three_calls_right_after_a_join("sse", false);
 }
 
+/// A terminal page process joined as profile `wb`, a bridge on `runtime`
+/// with exchange timeout `timeout` (seconds) that read from it once, then
+/// the page killed (no goodbye): the relay keeps the session and nobody
+/// answers it. Returns the session, its token and the bridge.
+fn a_bridge_on_a_page_gone_silent(
+    day: &Day,
+    runtime: &str,
+    timeout: &str,
+) -> (String, String, Bridge) {
+    let session = format!("day_{}", random_hex(6));
+    let token = format!("tok{}", random_hex(16));
+    let mut page = page_process(day, &session, &token);
+    let run = day.join("wb", &session, &token);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bridge = day.bridge("wb", &["--timeout", timeout, "--runtime", runtime]);
+    let read = day.call(&bridge, "sheet_get_cell", cell("B4"));
+    assert!(ok(&read), "{}", text(&read));
+    page.kill().unwrap();
+    page.wait().unwrap();
+    (session, token, bridge)
+}
+
 /// A write waiting on a page that went silent ends within a second of the
 /// person's `join` of a new link, with the note that tells the model to
 /// read again; it is never sent to the new session.
 fn a_call_waiting_on_a_silent_page_ends_at_the_join(runtime: &str) {
     let day = Day::start();
-    let session = format!("day_{}", random_hex(6));
-    let token = format!("tok{}", random_hex(16));
-    let mut page = page_process(&day, &session, &token);
-    let run = day.join("wb", &session, &token);
-    assert_eq!(run.code, 0, "{run:?}");
     // The exchange timeout (60 s) is far longer than anything below.
-    let bridge = day.bridge("wb", &["--timeout", "60", "--runtime", runtime]);
-    let read = day.call(&bridge, "sheet_get_cell", cell("B4"));
-    assert!(ok(&read), "{}", text(&read));
-    // The page goes silent (killed, no goodbye): the relay keeps the
-    // session and nobody answers it.
-    page.kill().unwrap();
-    page.wait().unwrap();
+    let (_, token, bridge) = a_bridge_on_a_page_gone_silent(&day, runtime, "60");
     let second = day.page(false);
     let (write, joined, ended) = std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
@@ -915,16 +926,7 @@ fn a_call_waiting_on_a_silent_page_ends_at_the_join_async_std() {
 /// words; the first call after the page is back goes through.
 fn on_a_silent_page_only_the_first_call_waits(runtime: &str) {
     let day = Day::start();
-    let session = format!("day_{}", random_hex(6));
-    let token = format!("tok{}", random_hex(16));
-    let mut page = page_process(&day, &session, &token);
-    let run = day.join("wb", &session, &token);
-    assert_eq!(run.code, 0, "{run:?}");
-    let bridge = day.bridge("wb", &["--timeout", "3", "--runtime", runtime]);
-    let read = day.call(&bridge, "sheet_get_cell", cell("B4"));
-    assert!(ok(&read), "{}", text(&read));
-    page.kill().unwrap();
-    page.wait().unwrap();
+    let (session, token, bridge) = a_bridge_on_a_page_gone_silent(&day, runtime, "3");
 
     let timed = |tool: &str, arguments: Value| {
         let asked = Instant::now();
