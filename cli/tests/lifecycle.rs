@@ -17,7 +17,15 @@
 //! - a relay restarted under the running bridge, the page registering its
 //!   session again: the bridge joins it again;
 //! - a write in flight when the session ends is reported as it is, and is
-//!   never sent again on the next session.
+//!   never sent again on the next session;
+//! - three calls right after `join` of a new link all go to the new
+//!   session (the old page ended its session, or went silent);
+//! - a write waiting on a silent page ends within a second of the join of
+//!   a new link, with the note to read again, and is never sent to the new
+//!   session (every runtime);
+//! - on a silent page only the first call waits the timeout: the next ones
+//!   answer within a second each, in the same words, and the first call
+//!   once the page is back goes through (every runtime).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use common::{BIN, random_hex};
 use human_plus_core::{PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE};
-use human_plus_relay::{DemoSurface, Faults, RelayHandle, RelayServer};
+use human_plus_relay::{DemoSurface, Direction, Faults, RelayHandle, RelayServer};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -578,8 +586,20 @@ fn a_changed_definition_is_withheld_reviewed_and_served_again() {
     day.close(page);
 }
 
-/// The terminal page as a process: `human-plus surface`.
+/// The ids of the page legs subscribed to `session` now.
+fn page_legs(day: &Day, session: &str) -> Vec<String> {
+    day.relay()
+        .subscribers(session)
+        .into_iter()
+        .filter(|s| s.direction == Direction::Inbound)
+        .map(|s| s.id)
+        .collect()
+}
+
+/// The terminal page as a process: `human-plus surface`, once it listens
+/// on a leg of its own.
 fn page_process(day: &Day, session: &str, token: &str) -> std::process::Child {
+    let before = page_legs(day, session);
     let child = std::process::Command::new(BIN)
         .args(["surface", "--relay", &day.base(), "--session", session])
         .env("HUMAN_PLUS_TOKEN", token)
@@ -588,9 +608,12 @@ fn page_process(day: &Day, session: &str, token: &str) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Registered once it says so.
+    // Registered, and listening on a leg of its own (a page killed
+    // without a goodbye leaves the session registered).
     let start = Instant::now();
-    while !day.relay().sessions().iter().any(|s| s == session) {
+    while !day.relay().sessions().iter().any(|s| s == session)
+        || page_legs(day, session).iter().all(|id| before.contains(id))
+    {
         assert!(start.elapsed() < STEP, "the page did not register");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -746,4 +769,231 @@ fn a_write_in_flight_when_the_session_ends_is_never_sent_again() {
     day.end(bridge);
     day.close(first);
     day.close(second);
+}
+
+/// Three calls right after `join` of a new link, with no pause between
+/// them: the first is already served by the new session (the bridge looks
+/// at the profile's files before it sends a call, not only on its timer).
+/// The first page ended its session (`goodbye`), or went silent.
+fn three_calls_right_after_a_join(transport: &str, goodbye: bool) {
+    let day = Day::start();
+    let first = day.page(goodbye);
+    let run = day.join("wb", &first.session, &first.token);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bridge = day.bridge("wb", &["--timeout", "10", "--transport", transport]);
+    let read = day.call(&bridge, "sheet_get_cell", cell("B4"));
+    assert!(ok(&read), "{}", text(&read));
+    // The person closes the page (with a goodbye the session ends, without
+    // one nobody answers it any more) and shares a new one's link.
+    day.close(first);
+    let second = day.page(true);
+    second
+        .surface()
+        .person()
+        .set_cell("B4", "second page")
+        .unwrap();
+    let run = day.join("wb", &second.session, &second.token);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results: Vec<CallToolResult> = (0..3)
+        .map(|_| day.call(&bridge, "sheet_get_cell", cell("B4")))
+        .collect();
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            ok(r) && text(r).contains("second page"),
+            "{transport}: call {} after the join: {}\nthe bridge's log:\n{}",
+            i + 1,
+            text(r),
+            bridge.log()
+        );
+    }
+    assert!(text(&results[0]).starts_with(REJOINED_NOTE), "{results:?}");
+    assert_eq!(meta(&results[0], "rejoined"), "new_session");
+    assert!(!text(&results[1]).contains(REJOINED_NOTE));
+    day.end(bridge);
+    day.close(second);
+}
+
+#[test]
+fn three_calls_right_after_a_join_go_to_the_new_session_sse() {
+    three_calls_right_after_a_join("sse", true);
+}
+
+#[test]
+fn three_calls_right_after_a_join_go_to_the_new_session_poll() {
+    three_calls_right_after_a_join("poll", true);
+}
+
+#[test]
+fn three_calls_right_after_a_join_from_a_silent_page_go_to_the_new_session() {
+    three_calls_right_after_a_join("sse", false);
+}
+
+/// A terminal page process joined as profile `wb`, a bridge on `runtime`
+/// with exchange timeout `timeout` (seconds) that read from it once, then
+/// the page killed (no goodbye): the relay keeps the session and nobody
+/// answers it. Returns the session, its token and the bridge.
+fn a_bridge_on_a_page_gone_silent(
+    day: &Day,
+    runtime: &str,
+    timeout: &str,
+) -> (String, String, Bridge) {
+    let session = format!("day_{}", random_hex(6));
+    let token = format!("tok{}", random_hex(16));
+    let mut page = page_process(day, &session, &token);
+    let run = day.join("wb", &session, &token);
+    assert_eq!(run.code, 0, "{run:?}");
+    let bridge = day.bridge("wb", &["--timeout", timeout, "--runtime", runtime]);
+    let read = day.call(&bridge, "sheet_get_cell", cell("B4"));
+    assert!(ok(&read), "{}", text(&read));
+    page.kill().unwrap();
+    page.wait().unwrap();
+    (session, token, bridge)
+}
+
+/// A write waiting on a page that went silent ends within a second of the
+/// person's `join` of a new link, with the note that tells the model to
+/// read again; it is never sent to the new session.
+fn a_call_waiting_on_a_silent_page_ends_at_the_join(runtime: &str) {
+    let day = Day::start();
+    // The exchange timeout (60 s) is far longer than anything below.
+    let (_, token, bridge) = a_bridge_on_a_page_gone_silent(&day, runtime, "60");
+    let second = day.page(false);
+    let (write, joined, ended) = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let write = day.call(
+                &bridge,
+                "sheet_set_cell",
+                json!({"address": "B4", "value": "41"}),
+            );
+            (write, Instant::now())
+        });
+        // The write is on its way to the silent page, and waits.
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(!waiting.is_finished(), "the write did not wait");
+        let run = day.join("wb", &second.session, &second.token);
+        assert_eq!(run.code, 0, "{run:?}");
+        let joined = Instant::now();
+        let (write, ended) = waiting.join().unwrap();
+        (write, joined, ended)
+    });
+    let after = ended.saturating_duration_since(joined);
+    assert!(
+        after < Duration::from_secs(1),
+        "{runtime}: the waiting write ended {after:?} after the join; the bridge's log:\n{}",
+        bridge.log()
+    );
+    assert_eq!(write.is_error, Some(true), "{}", text(&write));
+    let t = text(&write);
+    assert!(t.starts_with(REJOINED_NOTE), "{t}");
+    assert_eq!(meta(&write, "rejoined"), "new_session");
+    assert_eq!(meta(&write, "code"), "delivery_unknown", "{t}");
+    assert!(t.contains("not sent to the new session"), "{t}");
+    // The next call is served by the new session, the note said once.
+    let next = day.call(&bridge, "sheet_get_cell", cell("B4"));
+    assert!(ok(&next), "{}", text(&next));
+    assert!(!text(&next).contains(REJOINED_NOTE), "{}", text(&next));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        second.surface().writes().is_empty(),
+        "the write was sent again"
+    );
+    let log = day.end(bridge);
+    assert!(
+        !log.contains(&token) && !log.contains(&second.token),
+        "{log}"
+    );
+    eprintln!("{runtime}: the write waiting on the silent page ended {after:?} after the join");
+    day.close(second);
+}
+
+#[test]
+fn a_call_waiting_on_a_silent_page_ends_at_the_join_tokio() {
+    a_call_waiting_on_a_silent_page_ends_at_the_join("tokio");
+}
+
+#[test]
+fn a_call_waiting_on_a_silent_page_ends_at_the_join_blocking() {
+    a_call_waiting_on_a_silent_page_ends_at_the_join("blocking");
+}
+
+#[test]
+fn a_call_waiting_on_a_silent_page_ends_at_the_join_async_std() {
+    a_call_waiting_on_a_silent_page_ends_at_the_join("async-std");
+}
+
+/// On a page that went silent, the first call waits the exchange timeout;
+/// the second and later ones answer within a second each, in the same
+/// words; the first call after the page is back goes through.
+fn on_a_silent_page_only_the_first_call_waits(runtime: &str) {
+    let day = Day::start();
+    let (session, token, bridge) = a_bridge_on_a_page_gone_silent(&day, runtime, "3");
+
+    let timed = |tool: &str, arguments: Value| {
+        let asked = Instant::now();
+        let r = day.call(&bridge, tool, arguments);
+        (r, asked.elapsed())
+    };
+    let (first, waited) = timed("sheet_get_cell", cell("B4"));
+    assert_eq!(meta(&first, "code"), "timeout", "{}", text(&first));
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    let mut took = Vec::new();
+    for (tool, arguments) in [
+        ("sheet_get_cell", cell("B4")),
+        ("sheet_get_cell", cell("B4")),
+        ("sheet_set_cell", json!({"address": "B4", "value": "7"})),
+    ] {
+        let (r, t) = timed(tool, arguments);
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        assert_eq!(meta(&r, "code"), "timeout", "{}", text(&r));
+        // The timeout's words; what happened to this very call is said
+        // truthfully (the first was sent and may have been applied, these
+        // were not sent).
+        let said = "The surface did not answer within 3 s: its page may be closed or not responding.";
+        assert!(text(&first).contains(said), "{}", text(&first));
+        assert!(text(&r).contains(said), "{}", text(&r));
+        assert!(
+            text(&r).contains("The call was not sent: nothing was applied."),
+            "{}",
+            text(&r)
+        );
+        assert!(
+            t < Duration::from_secs(1),
+            "{runtime}: a call on the silent page took {t:?}; the bridge's log:\n{}",
+            bridge.log()
+        );
+        took.push(t);
+    }
+
+    // The page is back (the same session registered again): the first
+    // call goes through.
+    let mut page = page_process(&day, &session, &token);
+    let (back, back_took) = timed("sheet_get_cell", cell("B4"));
+    assert!(
+        ok(&back),
+        "{runtime}: the first call after the page came back: {}\nthe bridge's log:\n{}",
+        text(&back),
+        bridge.log()
+    );
+    let log = day.end(bridge);
+    assert!(!log.contains(&token), "{log}");
+    page.kill().unwrap();
+    page.wait().unwrap();
+    eprintln!(
+        "{runtime}: on the silent page the first call took {waited:?}, the next ones {took:?}; the first call after the page came back {back_took:?}"
+    );
+}
+
+#[test]
+fn on_a_silent_page_only_the_first_call_waits_tokio() {
+    on_a_silent_page_only_the_first_call_waits("tokio");
+}
+
+#[test]
+fn on_a_silent_page_only_the_first_call_waits_blocking() {
+    on_a_silent_page_only_the_first_call_waits("blocking");
+}
+
+#[test]
+fn on_a_silent_page_only_the_first_call_waits_async_std() {
+    on_a_silent_page_only_the_first_call_waits("async-std");
 }

@@ -11,6 +11,7 @@ use human_plus_core::Participant;
 
 use crate::args::ConnectArgs;
 use crate::connecting::connect::{Connection, connect_resolved, resolve};
+use crate::connecting::handshake::{Handshake, handshake};
 use crate::output::exit::Failure;
 use crate::profiles::profile::{self, Fingerprint};
 
@@ -83,12 +84,32 @@ impl Follow {
     /// is refused, an egress refusal.
     pub fn connect(&self) -> Result<Connection, Failure> {
         let resolved = resolve(&self.args, None)?;
-        let participant = Participant::new(
+        connect_resolved(
+            resolved,
+            &self.args.transport,
+            self.participant(),
+            self.warm,
+            true,
+        )
+    }
+
+    /// Asks the page what the profile (or the flags and link) names now
+    /// whether it answers: `status`'s handshake, on a connection of its
+    /// own, every exchange bounded by `bound`. Nothing is called.
+    ///
+    /// # Errors
+    /// As [`Follow::connect`].
+    pub fn probe(&self, bound: std::time::Duration) -> Result<Handshake, Failure> {
+        let resolved = resolve(&self.args, None)?;
+        handshake(resolved, &self.args.transport, self.participant(), bound)
+    }
+
+    fn participant(&self) -> Participant {
+        Participant::new(
             &self.args.participant_id,
             &self.args.participant_name,
             &self.args.participant_color,
-        );
-        connect_resolved(resolved, &self.args.transport, participant, self.warm, true)
+        )
     }
 
     /// What a person runs to give this bridge a new link: `human-plus join

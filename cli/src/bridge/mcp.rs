@@ -27,6 +27,14 @@
 //!   reads, with its stable code in `_meta.code`. A request may bound its
 //!   call with `_meta["human-plus/timeoutMs"]`. A call of the surface's
 //!   change feed tool goes through the manager's `changes_since`.
+//! - A call never goes to a session the profile no longer names: its
+//!   files are looked at (their metadata) before every request, and every
+//!   0.1 s while a call waits; a call waiting on a session the person
+//!   replaced ends when the bridge follows the new link, with
+//!   [`REJOINED_NOTE`], and is never sent to the new session.
+//! - After an exchange timed out, the next call is sent only once the page
+//!   answers `status`'s handshake (bounded at 0.5 s); until then it is
+//!   answered at once in the timeout's words.
 //! - When the kept leg showed a person acting on the surface, the next
 //!   result the model reads starts with [`PERSON_ACTIVE_NOTE`]
 //!   (and `_meta.personActive: true`).
@@ -40,9 +48,9 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Discovery, Error, PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE, ResultGuard, Secrets,
-    Seen, ToolDefinition, ToolRefusal, feed_answer, is_change_feed_tool, is_plain_identifier,
-    redact_text,
+    CallResult, DeliveryUnknown, Discovery, Error, PERSON_ACTIVE_NOTE, RECONNECTED_NOTE,
+    REJOINED_NOTE, ResultGuard, Secrets, Seen, SurfaceChanges, ToolDefinition, ToolRefusal,
+    feed_answer, is_change_feed_tool, is_plain_identifier, redact_text,
 };
 use human_plus_runtime::OsEntropy;
 use rmcp::model::{
@@ -61,6 +69,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::bridge::follow::Follow;
 use crate::connecting::agent::Agent;
 use crate::connecting::connect::Connection;
+use crate::connecting::handshake::ProbeOutcome;
 
 /// The protocol versions served: `initialize` for the first four,
 /// `server/discover` and per-request `_meta` for 2026-07-28.
@@ -213,6 +222,19 @@ struct State {
     list_changed: bool,
     /// When the profile's files were last looked at.
     looked: Option<Instant>,
+    /// The profile's files changed while a call waited, naming the same
+    /// session: they are read again once the call has ended.
+    changed_pending: bool,
+    /// A new session was joined and not listed yet: its discovery runs
+    /// once the current request has its answer (and while its page is not
+    /// known to be silent).
+    discover: bool,
+    /// The last exchange with the current session timed out: before the
+    /// next call, the bridge asks the page whether it is back.
+    silent: bool,
+    /// The quickest call the current session answered, which sizes the
+    /// bound of that question.
+    quickest: Option<Duration>,
     /// The client's session, once it is served.
     peer: Option<Peer<RoleServer>>,
     /// Open `subscriptions/listen` streams (2026-07-28).
@@ -234,8 +256,24 @@ impl std::fmt::Debug for Bridge {
 const RETRY_MIN: Duration = Duration::from_secs(2);
 /// The longest.
 const RETRY_MAX: Duration = Duration::from_secs(60);
-/// How often the profile's files are looked at (their metadata only).
+/// How often the profile's files are looked at (their metadata only)
+/// while the bridge is idle; before every request they are looked at too.
 const LOOK_EVERY: Duration = Duration::from_millis(500);
+/// How often they are looked at while a call waits for the surface.
+const LOOK_WHILE_WAITING: Duration = Duration::from_millis(100);
+/// The shortest bound on each exchange of the handshake that asks a page
+/// which went silent whether it is back (see [`probe_bound`]).
+const PROBE_BOUND: Duration = Duration::from_millis(500);
+
+/// The bound on each exchange of that handshake: [`PROBE_BOUND`], or four
+/// times the quickest call the session answered when that is longer (a
+/// page far away is not taken for a silent one), never over the exchange
+/// timeout.
+fn probe_bound(quickest: Option<Duration>, timeout: Duration) -> Duration {
+    quickest
+        .map_or(PROBE_BOUND, |q| (q * 4).max(PROBE_BOUND))
+        .min(timeout)
+}
 
 impl Bridge {
     /// A bridge over an attached connection, logging to stderr. It never
@@ -347,9 +385,10 @@ impl Bridge {
     }
 
     /// Serves MCP over `read` and `write` until `read` ends (or the client
-    /// goes away). Surface operations run one at a time, in order, on a
-    /// thread of the bridge's own, which also watches the kept leg and the
-    /// profile between requests.
+    /// goes away). Surface operations run one at a time, in order, driven
+    /// by a thread of the bridge's own, which also watches the kept leg and
+    /// the profile between requests (a call runs on a thread of its own
+    /// while the bridge's thread watches the profile for it).
     ///
     /// # Errors
     /// When the bridge's thread cannot be started.
@@ -490,9 +529,20 @@ impl Shared {
     /// last call left for after its result (so the result does not wait
     /// for a re-list or a comparison), and on the profile's files.
     fn watch(&self) {
-        self.follow_profile();
-        if lock(&self.state).lost.is_some() {
-            return;
+        self.follow_profile(false);
+        let discover = {
+            let mut state = lock(&self.state);
+            if state.lost.is_some() {
+                return;
+            }
+            let due = state.discover && !state.silent;
+            if due {
+                state.discover = false;
+            }
+            due && !state.live
+        };
+        if discover {
+            self.discover();
         }
         let up = self.up();
         let mut seen = up
@@ -527,17 +577,20 @@ impl Shared {
 
     /// Joins again when the profile's files changed, or when the current
     /// attachment cannot go on and its next try is due. Runs on the
-    /// bridge's thread, before each request and between them.
-    fn follow_profile(&self) {
+    /// bridge's thread, before each request (`before_request`: the files
+    /// are looked at whenever they were last) and between them (every
+    /// [`LOOK_EVERY`]).
+    fn follow_profile(&self, before_request: bool) {
         let Some(follow) = &self.follow else { return };
         let now = Instant::now();
         let changed = {
             let mut state = lock(&self.state);
-            let due = state.looked.is_none_or(|t| now >= t + LOOK_EVERY);
+            let due = before_request || state.looked.is_none_or(|t| now >= t + LOOK_EVERY);
             if due {
                 state.looked = Some(now);
             }
-            due && lock(follow).files_changed()
+            let pending = std::mem::take(&mut state.changed_pending);
+            (due && lock(follow).files_changed()) || pending
         };
         let retry = lock(&self.state)
             .lost
@@ -567,6 +620,15 @@ impl Shared {
                 return;
             }
         };
+        self.join(connection, changed);
+    }
+
+    /// Serves `connection` from now on (see [`Shared::rejoin`]); returns
+    /// whether the bridge now serves another session than before. The same
+    /// session is listed before it is served (a session still gone stays
+    /// lost); a new one is served at once, the person having named it, and
+    /// listed once the current request has its answer.
+    fn join(&self, connection: Connection, changed: bool) -> bool {
         crate::output::logs::hide(&connection.secrets);
         lock(&self.secrets).push(connection.secrets.clone());
         let next = Upstream::of(&connection);
@@ -574,7 +636,7 @@ impl Shared {
         let same_session = next.session == was.session;
         let lost = lock(&self.state).lost.is_some();
         if !changed && !lost {
-            return;
+            return false;
         }
         self.log(&format!(
             "joining {} ({})",
@@ -589,18 +651,20 @@ impl Shared {
                 "the attachment was lost"
             }
         ));
-        let discovery = next.agent.tools(&next.owner, &next.attachment);
-        if let Err(e) = &discovery
-            && same_session
-            && ends_attachment(e)
-        {
-            // The same session is still gone: try again later.
-            self.log(&format!("the session is still unavailable ({})", e.code()));
-            self.retry_later();
-            return;
-        }
-        // A session the person named by writing the profile is followed
-        // even before its page answers; the calls say what happens there.
+        let discovery = if same_session {
+            let discovery = next.agent.tools(&next.owner, &next.attachment);
+            if let Err(e) = &discovery
+                && ends_attachment(e)
+            {
+                // The same session is still gone: try again later.
+                self.log(&format!("the session is still unavailable ({})", e.code()));
+                self.retry_later();
+                return false;
+            }
+            Some(discovery)
+        } else {
+            None
+        };
         if same_session {
             // The same session (new trust or egress, or after the relay
             // restarted): what was learnt is carried over, the pin above
@@ -620,6 +684,12 @@ impl Shared {
             state.lost = None;
             state.live = false;
             state.reviewed = connection.reviewed;
+            if !same_session {
+                // Nothing known of the old session's page holds here.
+                state.silent = false;
+                state.quickest = None;
+                state.discover = true;
+            }
             if !same_session || lost {
                 state.rejoined = Some(if same_session {
                     Rejoined::SameSession
@@ -628,7 +698,10 @@ impl Shared {
                 });
             }
         }
-        self.after_discovery(discovery);
+        if let Some(discovery) = discovery {
+            self.after_discovery(discovery);
+        }
+        !same_session
     }
 
     /// The current attachment stays lost; its next try waits longer.
@@ -676,6 +749,7 @@ impl Shared {
     /// What a live discovery found: the client told when the admitted
     /// tools differ from what it was given; an attachment that ended noted.
     fn after_discovery(&self, discovery: Result<Discovery, Error>) {
+        self.heard(&discovery);
         match discovery {
             Ok(d) => {
                 lock(&self.state).live = true;
@@ -764,10 +838,11 @@ impl Shared {
     /// `tools/list`: the admitted tools, and how long the listing stays
     /// provably current. Before a live listing is known, the definitions
     /// the person reviewed answer at once; while the surface cannot be
-    /// asked (the attachment ended, the page does not answer), what the
+    /// asked (the attachment ended, the page does not answer, or after a
+    /// timeout still does not answer [`Shared::still_silent`]), what the
     /// client was last given does.
     fn list(&self) -> Result<(Vec<Tool>, Option<Duration>), Error> {
-        self.follow_profile();
+        self.follow_profile(true);
         let (lost, live, reviewed) = {
             let state = lock(&self.state);
             (state.lost.is_some(), state.live, state.reviewed.clone())
@@ -782,8 +857,16 @@ impl Shared {
         if lost {
             return self.list_as_given("the attachment cannot go on");
         }
+        if let Some(e) = self.still_silent() {
+            if lock(&self.state).given.is_some() {
+                return self.list_as_given("the page does not answer");
+            }
+            return Err(e);
+        }
         let up = self.up();
-        let discovery = match up.agent.tools(&up.owner, &up.attachment) {
+        let discovery = up.agent.tools(&up.owner, &up.attachment);
+        self.heard(&discovery);
+        let discovery = match discovery {
             Ok(d) => d,
             Err(e) => {
                 self.log(&format!("tools/list failed: {}", e.code()));
@@ -848,72 +931,61 @@ impl Shared {
     }
 
     /// `tools/call`: the result the model reads, refusals included.
+    ///
+    /// Before it is sent, the profile's files are looked at (a call never
+    /// goes to a session the profile no longer names), and after a timeout
+    /// the page is asked whether it is back ([`Shared::still_silent`]).
+    /// While it waits, a new session the profile names ends it
+    /// ([`Shared::send_following`]).
     fn call(&self, name: &str, arguments: Value, timeout: Option<Duration>) -> CallToolResult {
-        self.follow_profile();
+        self.follow_profile(true);
         let shown = crate::output::exit::printable(name);
         let mut meta = Map::new();
         let up = self.up();
         let lost = lock(&self.state).lost.as_ref().map(|l| l.error.clone());
+        let mut replaced = false;
         let outcome: Result<String, Error> = if let Some(error) = lost {
             Err(error)
-        } else if is_change_feed_tool(name) {
-            match up.agent.changes_since(&up.owner, &up.attachment) {
-                Ok(changes) if changes.answered() => {
-                    self.log(&format!("tools/call {shown}: the change feed answered"));
-                    feed_answer(&changes, &self.guard, &up.surface, name, &mut OsEntropy)
-                }
-                Ok(_) => Err(Error::ToolRefused(ToolRefusal::NotOffered(name.to_owned()))),
-                Err(e) => Err(e),
-            }
+        } else if let Some(error) = self.still_silent() {
+            self.log(&format!(
+                "tools/call {shown}: not sent, answered as a timeout at once"
+            ));
+            Err(error)
         } else {
-            let result = match timeout {
-                Some(t) => {
-                    up.agent
-                        .call_with_timeout(&up.owner, &up.attachment, name, arguments, t)
+            let sent = Instant::now();
+            match self.send_following(&up, name, arguments, timeout) {
+                Waited::Replaced => {
+                    replaced = true;
+                    Err(Error::DeliveryUnknown(DeliveryUnknown::call(name)))
                 }
-                None => up.agent.call(&up.owner, &up.attachment, name, arguments),
-            };
-            match result {
-                Ok(result) => {
-                    self.log(&format!(
-                        "tools/call {shown}: ok{}",
-                        result
-                            .revision
-                            .as_ref()
-                            .map(|r| if is_plain_identifier(r.token()) {
-                                format!(" (revision {})", r.token())
-                            } else {
-                                " (a revision marker that is not a plain identifier)".to_owned()
-                            })
-                            .unwrap_or_default()
-                    ));
-                    // Markers only when they are plain identifiers: the
-                    // rest is the surface's words, inside the frame.
-                    if let Some(rev) = result.revision.as_ref().map(|r| r.token())
-                        && is_plain_identifier(rev)
-                    {
-                        meta.insert("revision".into(), Value::String(rev.to_owned()));
+                Waited::Answered(answer) => {
+                    let outcome = self.outcome(&up, name, answer, &mut meta);
+                    self.heard(&outcome);
+                    if outcome.is_ok() {
+                        let took = sent.elapsed();
+                        let mut state = lock(&self.state);
+                        state.quickest = Some(state.quickest.map_or(took, |q| q.min(took)));
                     }
-                    if let Some(pin) = result.pinned.as_ref().map(|r| r.token())
-                        && is_plain_identifier(pin)
-                    {
-                        meta.insert("pinned".into(), Value::String(pin.to_owned()));
-                    }
-                    Ok(result.text)
+                    outcome
                 }
-                Err(e) => Err(self.refusal_of(&up, name, e)),
             }
         };
-        if let Err(e) = &outcome {
+        if let Err(e) = &outcome
+            && !replaced
+        {
             self.note_error(e);
         }
         // What the call's leg showed: a person's activity goes into this
         // result; a list change is acted on once the result is sent (the
-        // thread's next `watch`).
-        let seen = up
-            .agent
-            .take_seen(&up.owner, &up.attachment)
-            .unwrap_or_default();
+        // thread's next `watch`). A call the bridge stopped waiting for
+        // still runs on the old session's manager: it is left alone.
+        let seen = if replaced {
+            Seen::default()
+        } else {
+            up.agent
+                .take_seen(&up.owner, &up.attachment)
+                .unwrap_or_default()
+        };
         self.note_person(seen.person_active);
         let (person, rejoined) = {
             let mut state = lock(&self.state);
@@ -960,7 +1032,11 @@ impl Shared {
             }
             Err(e) => {
                 self.log(&format!("tools/call {shown}: {}", e.code()));
-                let mut text = self.error_text(&e, true);
+                let mut text = if replaced {
+                    self.redact(&replaced_text(name))
+                } else {
+                    self.error_text(&e, true)
+                };
                 if self
                     .guard
                     .check_answer(notes.iter().copied().chain([text.as_str()]))
@@ -983,6 +1059,207 @@ impl Shared {
             result.meta = Some(MetaObject(meta));
         }
         result
+    }
+
+    /// What the surface's answer to a call means for the model: the feed's
+    /// framed answer, the call's text (its revision markers in `meta`), or
+    /// the refusal.
+    fn outcome(
+        &self,
+        up: &Upstream,
+        name: &str,
+        answer: Answer,
+        meta: &mut Map<String, Value>,
+    ) -> Result<String, Error> {
+        let shown = crate::output::exit::printable(name);
+        match answer {
+            Answer::Feed(feed) => match feed {
+                Ok(changes) if changes.answered() => {
+                    self.log(&format!("tools/call {shown}: the change feed answered"));
+                    feed_answer(&changes, &self.guard, &up.surface, name, &mut OsEntropy)
+                }
+                Ok(_) => Err(Error::ToolRefused(ToolRefusal::NotOffered(name.to_owned()))),
+                Err(e) => Err(e),
+            },
+            Answer::Call(Ok(result)) => {
+                self.log(&format!(
+                    "tools/call {shown}: ok{}",
+                    result
+                        .revision
+                        .as_ref()
+                        .map(|r| if is_plain_identifier(r.token()) {
+                            format!(" (revision {})", r.token())
+                        } else {
+                            " (a revision marker that is not a plain identifier)".to_owned()
+                        })
+                        .unwrap_or_default()
+                ));
+                // Markers only when they are plain identifiers: the rest is
+                // the surface's words, inside the frame.
+                if let Some(rev) = result.revision.as_ref().map(|r| r.token())
+                    && is_plain_identifier(rev)
+                {
+                    meta.insert("revision".into(), Value::String(rev.to_owned()));
+                }
+                if let Some(pin) = result.pinned.as_ref().map(|r| r.token())
+                    && is_plain_identifier(pin)
+                {
+                    meta.insert("pinned".into(), Value::String(pin.to_owned()));
+                }
+                Ok(result.text)
+            }
+            Answer::Call(Err(e)) => Err(self.refusal_of(up, name, e)),
+        }
+    }
+
+    /// What an exchange with the current session showed of its page: a
+    /// timeout, that it went silent; any other answer, that it is not
+    /// (a relay that cannot be reached is not a silent page).
+    fn heard<T>(&self, result: &Result<T, Error>) {
+        lock(&self.state).silent =
+            matches!(result, Err(Error::Timeout | Error::CallTimeout(_)));
+    }
+
+    /// After an exchange with the current session timed out, asks its page
+    /// whether it is back before anything more is sent: the handshake
+    /// `status` uses, every exchange bounded by [`probe_bound`]. While no
+    /// page answers, `Some(Error::Timeout)`, for the caller to answer at
+    /// once in the timeout's words; once one answers, or the handshake
+    /// shows something else (a relay that cannot be reached, a session
+    /// that ended), `None`, and the request goes as usual.
+    fn still_silent(&self) -> Option<Error> {
+        let follow = self.follow.as_ref()?;
+        let bound = {
+            let state = lock(&self.state);
+            if !state.silent {
+                return None;
+            }
+            probe_bound(state.quickest, self.timeout)
+        };
+        // Not under the lock: a handshake takes up to its bound.
+        let follow = lock(follow).clone();
+        let handshake = match follow.probe(bound) {
+            Ok(h) => h,
+            Err(f) => {
+                self.log(&format!(
+                    "cannot ask the page whether it is back: {}",
+                    f.message
+                ));
+                return None;
+            }
+        };
+        let ms = handshake.elapsed.as_millis();
+        match handshake.outcome {
+            ProbeOutcome::NoPage => {
+                self.log(&format!(
+                    "the page still does not answer (asked in {ms} ms, bound {} ms)",
+                    bound.as_millis()
+                ));
+                Some(Error::Timeout)
+            }
+            ProbeOutcome::PageAnswered => {
+                self.log(&format!("the page answers again (asked in {ms} ms)"));
+                lock(&self.state).silent = false;
+                None
+            }
+            other => {
+                self.log(&format!(
+                    "asked whether the page is back: {} ({ms} ms)",
+                    other.as_str()
+                ));
+                lock(&self.state).silent = false;
+                None
+            }
+        }
+    }
+
+    /// Sends a call on `up` and waits for its answer, looking at the
+    /// profile's files every [`LOOK_WHILE_WAITING`]: when they name another
+    /// session, the bridge follows it at once and stops waiting
+    /// ([`Waited::Replaced`]); the call is never sent again. The call runs
+    /// on a thread of its own, left to end on the old session's manager.
+    /// Without a profile (or flags) to follow, it runs on this thread.
+    fn send_following(
+        &self,
+        up: &Upstream,
+        name: &str,
+        arguments: Value,
+        timeout: Option<Duration>,
+    ) -> Waited {
+        if self.follow.is_none() {
+            return Waited::Answered(send(up, name, arguments, timeout));
+        }
+        let (tx, rx) = mpsc::channel();
+        // Kept here too, so a thread that cannot be started costs nothing.
+        let job = Arc::new(Mutex::new(Some((up.clone(), name.to_owned(), arguments))));
+        let on_thread = Arc::clone(&job);
+        let spawned = std::thread::Builder::new()
+            .name("human-plus-call".into())
+            .spawn(move || {
+                if let Some((up, name, arguments)) = lock(&on_thread).take() {
+                    let _ = tx.send(send(&up, &name, arguments, timeout));
+                }
+            });
+        let thread = match spawned {
+            Ok(thread) => thread,
+            Err(e) => {
+                self.log(&format!("the call runs on the bridge's thread: {e}"));
+                return match lock(&job).take() {
+                    Some((up, name, arguments)) => {
+                        Waited::Answered(send(&up, &name, arguments, timeout))
+                    }
+                    None => Waited::Answered(Answer::Call(Err(Error::DeliveryUnknown(
+                        DeliveryUnknown::call(name),
+                    )))),
+                };
+            }
+        };
+        loop {
+            match rx.recv_timeout(LOOK_WHILE_WAITING) {
+                Ok(answer) => return Waited::Answered(answer),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if self.replaced_while_waiting(up) {
+                        return Waited::Replaced;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // Only a panic ends the thread without an answer: it
+                    // goes on here, as if the call had run on this thread.
+                    if let Err(panic) = thread.join() {
+                        std::panic::resume_unwind(panic);
+                    }
+                    return Waited::Answered(rx.try_recv().unwrap_or_else(|_| {
+                        Answer::Call(Err(Error::DeliveryUnknown(DeliveryUnknown::call(name))))
+                    }));
+                }
+            }
+        }
+    }
+
+    /// While a call waits on `waiting`: whether the profile's files changed
+    /// to name another session, which the bridge then serves. The same
+    /// session under new trust or pins is joined once the call has ended.
+    fn replaced_while_waiting(&self, waiting: &Upstream) -> bool {
+        let Some(follow) = &self.follow else {
+            return false;
+        };
+        if !lock(follow).files_changed() {
+            return false;
+        }
+        self.log("the profile changed while a call waited: reading it again");
+        let connection = match lock(follow).connect() {
+            Ok(c) => c,
+            Err(f) => {
+                self.log(&format!("cannot join again: {}", f.message));
+                lock(&self.state).changed_pending = true;
+                return false;
+            }
+        };
+        if Upstream::of(&connection).session == waiting.session {
+            lock(&self.state).changed_pending = true;
+            return false;
+        }
+        self.join(connection, true)
     }
 
     /// A call refused because the tool is not in the listing: when the
@@ -1029,6 +1306,46 @@ fn tools_of(tools: &[ToolDefinition]) -> Vec<Tool> {
             Tool::new(t.name().to_owned(), t.description().to_owned(), schema)
         })
         .collect()
+}
+
+/// What the surface answered a call with.
+enum Answer {
+    /// The change feed's answer.
+    Feed(Result<SurfaceChanges, Error>),
+    /// A tool's.
+    Call(Result<CallResult, Error>),
+}
+
+/// How waiting for a call ended.
+enum Waited {
+    /// The surface (or the manager) answered.
+    Answered(Answer),
+    /// The person named a new session meanwhile, which the bridge serves
+    /// now: nobody waits for this call any more.
+    Replaced,
+}
+
+/// Sends a call of `name` on `up`: the change feed through the manager's
+/// `changes_since`, any other tool through its `call`.
+fn send(up: &Upstream, name: &str, arguments: Value, timeout: Option<Duration>) -> Answer {
+    if is_change_feed_tool(name) {
+        return Answer::Feed(up.agent.changes_since(&up.owner, &up.attachment));
+    }
+    Answer::Call(match timeout {
+        Some(t) => up
+            .agent
+            .call_with_timeout(&up.owner, &up.attachment, name, arguments, t),
+        None => up.agent.call(&up.owner, &up.attachment, name, arguments),
+    })
+}
+
+/// What a model reads for a call that was waiting on a session the person
+/// replaced (the bridge stopped waiting when it followed the new link).
+fn replaced_text(name: &str) -> String {
+    format!(
+        "delivery_unknown: The call to [{}] was sent to the session this Human+ bridge served until the person joined a new link, and the bridge stopped waiting for its answer when it followed that link: it may have been applied on the old session, or not. It was not sent to the new session. Read the surface again before deciding whether to call it again; do not simply retry.",
+        crate::output::exit::printable(name)
+    )
 }
 
 /// rmcp's server handler: every request is a job on the bridge's thread.
@@ -1578,6 +1895,28 @@ mod tests {
 
     fn init(version: &str) -> Value {
         json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    }
+
+    #[test]
+    fn the_bound_of_asking_a_silent_page_is_short_unless_the_page_is_far() {
+        let timeout = Duration::from_secs(30);
+        assert_eq!(probe_bound(None, timeout), PROBE_BOUND);
+        // A page that answered in 10 ms is asked with the shortest bound.
+        assert_eq!(
+            probe_bound(Some(Duration::from_millis(10)), timeout),
+            PROBE_BOUND
+        );
+        // One that took 400 ms at its quickest is given four times that.
+        assert_eq!(
+            probe_bound(Some(Duration::from_millis(400)), timeout),
+            Duration::from_millis(1600)
+        );
+        // Never longer than the exchange timeout.
+        assert_eq!(
+            probe_bound(None, Duration::from_millis(200)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(probe_bound(Some(Duration::from_secs(20)), timeout), timeout);
     }
 
     #[test]

@@ -32,7 +32,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use human_plus_core::{
     Error, McpClient, Participant, ToolRefusal, TransportErrorKind, escape_bounded,
@@ -42,6 +42,8 @@ use serde_json::{Value, json};
 
 use crate::args::{ConnectArgs, StatusArgs, TransportArgs};
 use crate::connecting::connect::{self, Connection};
+pub use crate::connecting::handshake::ProbeOutcome;
+use crate::connecting::handshake::{Handshake, handshake};
 use crate::output::exit::{Context, Failure, printable};
 use crate::profiles::profile::{self, CONFIG_DIR_ENV};
 use crate::subcommands::join;
@@ -164,59 +166,6 @@ pub fn list_profiles() -> Result<(PathBuf, Vec<ProfileStatus>), Failure> {
     Ok((dir, names.iter().map(|n| profile_status(n)).collect()))
 }
 
-/// What the probe found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProbeOutcome {
-    /// The relay answered and a page answered the MCP handshake and listed
-    /// its tools.
-    PageAnswered,
-    /// The relay could not be reached (DNS, TCP, TLS, the egress proxy).
-    RelayUnreachable,
-    /// The relay says the session has ended (410).
-    SessionEnded,
-    /// The relay refused the token (401).
-    TokenRefused,
-    /// The relay took the request, and no page answered in time.
-    NoPage,
-    /// Egress refused the relay (the profile's egress does not allow it),
-    /// or the egress proxy wants credentials.
-    EgressRefused,
-    /// Anything else (the relay answered another status, the exchange
-    /// broke the protocol, ...).
-    Failed,
-}
-
-impl ProbeOutcome {
-    /// A stable name: `page_answered`, `relay_unreachable`,
-    /// `session_ended`, `token_refused`, `no_page`, `egress_refused` or
-    /// `failed`.
-    #[must_use]
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ProbeOutcome::PageAnswered => "page_answered",
-            ProbeOutcome::RelayUnreachable => "relay_unreachable",
-            ProbeOutcome::SessionEnded => "session_ended",
-            ProbeOutcome::TokenRefused => "token_refused",
-            ProbeOutcome::NoPage => "no_page",
-            ProbeOutcome::EgressRefused => "egress_refused",
-            ProbeOutcome::Failed => "failed",
-        }
-    }
-
-    /// What the outcome of a failed probe is.
-    #[must_use]
-    pub fn of_error(error: &Error) -> Self {
-        match error {
-            Error::SurfaceUnavailable => ProbeOutcome::SessionEnded,
-            Error::AttachmentUnauthorized(_) => ProbeOutcome::TokenRefused,
-            Error::Timeout => ProbeOutcome::NoPage,
-            Error::Transport(_) => ProbeOutcome::RelayUnreachable,
-            Error::EgressRefused(_) | Error::ProxyAuthRequired(_) => ProbeOutcome::EgressRefused,
-            _ => ProbeOutcome::Failed,
-        }
-    }
-}
-
 /// The probe's report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeReport {
@@ -250,9 +199,10 @@ fn probe_args(name: &str, args: &StatusArgs) -> ConnectArgs {
     )
 }
 
-/// Probes profile `name`: resolves it as every command does, connects
-/// (withholding a tool whose pin changed, as the bridge does; a new
-/// connection bounded by half the timeout) and lists the tools once.
+/// Probes profile `name`: resolves it as every command does and runs the
+/// handshake the bridge also uses ([`handshake`]: a connection withholding
+/// a tool whose pin changed, opening it bounded by half the timeout, and
+/// the tools listed once).
 ///
 /// # Errors
 /// A failure before anything is sent: the profile cannot be read, its
@@ -269,18 +219,13 @@ pub fn probe(name: &str, args: &StatusArgs) -> Result<ProbeReport, Failure> {
         &connect_args.participant_name,
         &connect_args.participant_color,
     );
-    let started = Instant::now();
-    let connection = connect::connect_resolved_within(
-        resolved,
-        &connect_args.transport,
-        participant,
-        false,
-        true,
-        (exchange / 2).max(Duration::from_millis(100)),
-    )?;
-    let result = connection.agent.tools(&connection.owner, connection.id());
-    let elapsed = started.elapsed();
-    Ok(match result {
+    let Handshake {
+        outcome,
+        elapsed,
+        listing,
+        connection,
+    } = handshake(resolved, &connect_args.transport, participant, exchange)?;
+    Ok(match listing {
         Ok(d) => {
             let mut changed = Vec::new();
             let mut untrusted = Vec::new();
@@ -292,7 +237,7 @@ pub fn probe(name: &str, args: &StatusArgs) -> Result<ProbeReport, Failure> {
                 }
             }
             ProbeReport {
-                outcome: ProbeOutcome::PageAnswered,
+                outcome,
                 elapsed,
                 admitted: d.tools.iter().map(|t| t.name().to_owned()).collect(),
                 changed,
@@ -301,7 +246,7 @@ pub fn probe(name: &str, args: &StatusArgs) -> Result<ProbeReport, Failure> {
             }
         }
         Err(e) => ProbeReport {
-            outcome: ProbeOutcome::of_error(&e),
+            outcome,
             elapsed,
             admitted: Vec::new(),
             changed: Vec::new(),
