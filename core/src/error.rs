@@ -59,7 +59,9 @@ pub enum Error {
     #[error("{0}")]
     ToolRefused(ToolRefusal),
     /// The relay says the session is gone (HTTP 410 or `session_gone`).
-    #[error("The Fancy surface is gone; this attachment cannot resume.")]
+    #[error(
+        "The surface is gone: the relay says the page's session has ended, so this attachment cannot resume."
+    )]
     SurfaceUnavailable,
     /// The surface rejected the revision a call was pinned to; nothing was
     /// applied. The message is written for a model to read.
@@ -91,7 +93,7 @@ pub enum Error {
     SurfaceError(SurfaceError),
     /// The relay answered with an HTTP status that means nothing more
     /// specific (3xx, 404, 5xx, ...).
-    #[error("Fancy relay failed with HTTP {status}.")]
+    #[error("The relay failed with HTTP {status}.")]
     RelayFailed {
         /// The HTTP status code.
         status: u16,
@@ -103,7 +105,7 @@ pub enum Error {
     #[error("{0}")]
     InvalidRevision(RevisionError),
     /// The exchange did not complete before its timeout.
-    #[error("Fancy relay did not deliver the correlated response before the exchange timed out.")]
+    #[error("The page's answer did not come back through the relay before the exchange timed out.")]
     Timeout,
     /// A request that acts on the surface (a tool call, an announcement,
     /// `unregister`) may have been delivered, but its outcome never came
@@ -226,12 +228,12 @@ impl fmt::Display for DeliveryUnknown {
         match &self.tool {
             Some(tool) => write!(
                 f,
-                "The call to [{}] was sent, but the connection to the Fancy relay broke before its outcome came back: it may have been applied, or not. It was not sent again. Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
+                "The call to [{}] was sent, but the connection to the relay broke before its outcome came back: it may have been applied, or not. It was not sent again. Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
                 printable(tool)
             ),
             None => write!(
                 f,
-                "The request [{}] was sent, but the connection to the Fancy relay broke before its outcome came back: it may have taken effect, or not. It was not sent again.",
+                "The request [{}] was sent, but the connection to the relay broke before its outcome came back: it may have taken effect, or not. It was not sent again.",
                 printable(&self.method)
             ),
         }
@@ -353,7 +355,9 @@ pub enum Unauthorized {
     #[error("Human+ attachment does not belong to this owner.")]
     Owner,
     /// The relay answered 401 (a wrong or revoked token).
-    #[error("The Fancy surface attachment is unauthorized.")]
+    #[error(
+        "The relay refused this attachment's token: the link's token is wrong, or the page's session no longer accepts it."
+    )]
     Relay,
 }
 
@@ -581,7 +585,7 @@ impl std::error::Error for ConflictDetectionUnavailable {}
 /// use human_plus_core::SurfaceError;
 ///
 /// let e = SurfaceError { code: Some(-32000), framed_message: None };
-/// assert_eq!(e.to_string(), "Fancy surface returned a JSON-RPC error [-32000].");
+/// assert_eq!(e.to_string(), "The page answered with a JSON-RPC error [-32000].");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SurfaceError {
@@ -594,7 +598,7 @@ pub struct SurfaceError {
 
 impl fmt::Display for SurfaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Fancy surface returned a JSON-RPC error")?;
+        f.write_str("The page answered with a JSON-RPC error")?;
         if let Some(code) = self.code {
             write!(f, " [{code}]")?;
         }
@@ -612,50 +616,52 @@ impl std::error::Error for SurfaceError {}
 #[non_exhaustive]
 pub enum ProtocolError {
     /// A reply carried the request's id but was not a JSON-RPC response.
-    #[error("Fancy relay returned an uncorrelated JSON-RPC response.")]
+    #[error(
+        "The relay delivered a reply carrying this request's id that is not a JSON-RPC response."
+    )]
     Uncorrelated,
     /// `result` was missing or not an object.
-    #[error("Fancy surface returned a malformed JSON-RPC result.")]
+    #[error("The page answered with a malformed JSON-RPC result.")]
     MalformedResult,
     /// `result.tools` was not a list.
-    #[error("Fancy surface returned a malformed tools/list result.")]
+    #[error("The page answered tools/list with a malformed result.")]
     MalformedToolsList,
     /// A listed tool had no usable name.
-    #[error("Human+ surface returned a tool without a usable name.")]
+    #[error("The page listed a tool without a usable name.")]
     ToolWithoutName,
     /// A listed tool's `inputSchema` was not an object.
-    #[error("Human+ surface returned a malformed tool schema.")]
+    #[error("The page listed a tool whose input schema is not a JSON object.")]
     MalformedToolSchema,
     /// `tools/list` kept paging past the limit.
-    #[error("Fancy surface listed more than {0} pages of tools.")]
+    #[error("The page listed more than {0} pages of tools.")]
     TooManyPages(usize),
     /// `tools/list` answered a page with the cursor it was asked for as its
     /// `nextCursor`: following it would ask for the same page for ever.
-    #[error("Fancy surface's tools/list cursor did not advance.")]
+    #[error("The page's tools/list cursor did not advance.")]
     CursorNotAdvancing,
     /// The surface negotiated a protocol version this client does not
     /// speak. The version is kept only when it has a version's shape
     /// (`YYYY-MM-DD`, [`crate::is_protocol_version_shape`]); anything else
     /// (or none) is `None` and never quoted.
-    #[error("Fancy surface negotiated unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::values::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
+    #[error("The page negotiated an unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::values::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
     UnsupportedProtocolVersion(Option<String>),
     /// One frame or event exceeded the byte budget.
-    #[error("Fancy relay response exceeded the frame byte budget.")]
+    #[error("The relay's answer exceeded the frame byte budget.")]
     FrameTooLarge {
         /// The budget in bytes.
         limit: usize,
     },
     /// A frame that should have been JSON was not.
-    #[error("Fancy relay sent a frame that is not JSON.")]
+    #[error("The relay delivered a frame that is not JSON.")]
     InvalidJson,
     /// A long-poll body was not one of the accepted shapes.
-    #[error("Fancy relay sent a long-poll body of an unknown shape.")]
+    #[error("The relay answered a long-poll with a body of an unknown shape.")]
     MalformedPollBody,
     /// The SSE stream ended before the correlated reply.
-    #[error("Fancy relay stream ended before the correlated response arrived.")]
+    #[error("The relay's event stream ended before the page's answer arrived.")]
     StreamEnded,
     /// The response to a request was not the content type expected.
-    #[error("Fancy relay answered the event stream with a body that is not an event stream.")]
+    #[error("The relay answered the event stream with a body that is not an event stream.")]
     NotEventStream,
 }
 
