@@ -98,6 +98,14 @@ pub enum Error {
         /// The HTTP status code.
         status: u16,
     },
+    /// The relay answered 404 to an invitation whose relay path the link
+    /// did not name: a page link (`#session=`, `?session=`) puts the relay
+    /// at the page's origin under a relay path that was assumed
+    /// ([`crate::LinkOptions::relay_path`], default `agent-relay`). The
+    /// message names the path and the option that changes it. Its code is
+    /// `relay_failed`, as for any other relay status.
+    #[error("{0}")]
+    RelayPathNotFound(RelayPathNotFound),
     /// The relay or the surface broke the protocol.
     #[error("{0}")]
     Protocol(ProtocolError),
@@ -159,7 +167,7 @@ impl Error {
             Error::EgressRefused(_) => "egress_refused",
             Error::ToolFailed { .. } => "tool_error",
             Error::SurfaceError(_) => "surface_error",
-            Error::RelayFailed { .. } => "relay_failed",
+            Error::RelayFailed { .. } | Error::RelayPathNotFound(_) => "relay_failed",
             Error::Protocol(_) => "protocol_error",
             Error::InvalidRevision(_) => "invalid_revision",
             Error::Timeout => "timeout",
@@ -239,6 +247,79 @@ impl fmt::Display for DeliveryUnknown {
         }
     }
 }
+
+/// What [`Error::RelayPathNotFound`] says: the relay answered 404 under a
+/// relay path the share link did not name, and how to name another.
+///
+/// ```
+/// use human_plus_core::{Error, RelayPathNotFound};
+///
+/// let e = Error::RelayPathNotFound(RelayPathNotFound::new("https://app.example/agent-relay", "agent-relay"));
+/// assert_eq!(e.code(), "relay_failed");
+/// let text = e.to_string();
+/// assert!(text.starts_with("The relay answered HTTP 404 at https://app.example/agent-relay."));
+/// assert!(text.contains("the relay path /agent-relay was assumed"));
+/// assert!(text.contains("LinkOptions::relay_path"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayPathNotFound {
+    relay_url: String,
+    relay_path: String,
+}
+
+impl RelayPathNotFound {
+    /// A 404 at `relay_url` (the invitation's relay base URL; redacted
+    /// with [`redact_text`]) under the assumed `relay_path` (without
+    /// surrounding slashes; empty for the page's origin itself).
+    #[must_use]
+    pub fn new(relay_url: &str, relay_path: &str) -> Self {
+        RelayPathNotFound {
+            relay_url: redact_text(relay_url),
+            relay_path: relay_path.trim_matches('/').to_owned(),
+        }
+    }
+
+    /// The HTTP status the relay answered: always 404.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        404
+    }
+
+    /// The relay base URL the requests went to.
+    #[must_use]
+    pub fn relay_url(&self) -> &str {
+        &self.relay_url
+    }
+
+    /// The relay path that was assumed (empty: the page's origin itself).
+    #[must_use]
+    pub fn relay_path(&self) -> &str {
+        &self.relay_path
+    }
+}
+
+impl fmt::Display for RelayPathNotFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "The relay answered HTTP 404 at {}. The share link does not say where its relay lives, so ",
+            self.relay_url
+        )?;
+        if self.relay_path.is_empty() {
+            f.write_str("the relay was assumed to be at the page's origin itself")?;
+        } else {
+            write!(f, "the relay path /{} was assumed", self.relay_path)?;
+        }
+        f.write_str(
+            ", and no relay session answers there. Read the link again with the relay path the page's relay \
+             is mounted under: LinkOptions::relay_path in the library, --relay-path for the human-plus command \
+             (an empty path for a relay at the page's origin). A relay session URL \
+             (https://host/<relay path>/<session>#token=...) names its path itself.",
+        )
+    }
+}
+
+impl std::error::Error for RelayPathNotFound {}
 
 /// Why an invitation was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

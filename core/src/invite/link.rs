@@ -51,7 +51,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use serde::Deserialize;
 
 use crate::error::{Error, InvitationError, LinkRefusal};
-use crate::invite::invitation::{RelayToken, SurfaceInvitation, is_valid_session_id};
+use crate::invite::invitation::{
+    RelayToken, SurfaceInvitation, is_relay_path, is_relay_path_segment as is_path_segment,
+    is_valid_session_id,
+};
 use crate::values::plain::{PLAIN_IDENTIFIER_MAX, is_plain_identifier};
 
 /// The relay path a share link's relay lives under, below the page's
@@ -69,9 +72,6 @@ pub const MAX_LINK_TOKEN_BYTES: usize = 512;
 /// The longest surface id or application name a JSON invitation may carry,
 /// in bytes.
 pub const MAX_LINK_LABEL_BYTES: usize = 256;
-
-/// The longest relay path, in bytes (segments of at most 64).
-pub const MAX_RELAY_PATH_BYTES: usize = 256;
 
 /// The route names a relay session URL may end with; they are dropped.
 pub const RELAY_ROUTE_SUFFIXES: [&str; 4] = ["inbox", "events", "outbox", "poll"];
@@ -187,9 +187,7 @@ impl LinkOptions {
     /// other path.
     pub fn relay_path(mut self, path: &str) -> Result<Self, Error> {
         let trimmed = path.trim_matches('/');
-        if trimmed.len() > MAX_RELAY_PATH_BYTES
-            || (!trimmed.is_empty() && !trimmed.split('/').all(is_path_segment))
-        {
+        if !is_relay_path(trimmed) {
             return Err(refuse(LinkRefusal::RelayPath));
         }
         trimmed.clone_into(&mut self.relay_path);
@@ -254,6 +252,8 @@ pub struct InvitationLink {
     surface_id: Option<String>,
     application: Option<String>,
     notes: Vec<LinkNote>,
+    /// The relay path taken from the options, for a page link.
+    assumed_relay_path: Option<String>,
 }
 
 impl fmt::Debug for InvitationLink {
@@ -453,7 +453,9 @@ impl InvitationLink {
                 LinkForm::Query
             };
             let surface = link_label(params.surface)?;
-            return Self::finish(form, relay_url, &parsed, session, token, surface, None);
+            let mut link = Self::finish(form, relay_url, &parsed, session, token, surface, None)?;
+            link.assumed_relay_path = Some(options.relay_path.clone());
+            return Ok(link);
         }
         // A relay session URL: `/<relay path...>/<session>[/<route>]`.
         let mut segments = path_segments(parsed.path)?;
@@ -521,6 +523,7 @@ impl InvitationLink {
             surface_id,
             application,
             notes,
+            assumed_relay_path: None,
         })
     }
 
@@ -536,6 +539,15 @@ impl InvitationLink {
     #[must_use]
     pub fn form(&self) -> LinkForm {
         self.form
+    }
+
+    /// The relay path the relay URL was built with when the link does not
+    /// name one (the fragment and query forms: the relay is the page's
+    /// origin under [`LinkOptions::relay_path`]); `None` for a relay
+    /// session URL and the JSON, which name their relay.
+    #[must_use]
+    pub fn assumed_relay_path(&self) -> Option<&str> {
+        self.assumed_relay_path.as_deref()
     }
 
     /// The relay's base URL: `{base}/{session}/inbox` and the other routes
@@ -663,7 +675,7 @@ impl InvitationLink {
             .or(self.application)
             .unwrap_or_else(|| "human-plus".to_owned());
         let token = self.token.expose().to_owned();
-        if self.insecure_loopback {
+        let invitation = if self.insecure_loopback {
             SurfaceInvitation::new_insecure_loopback(
                 self.relay_url,
                 self.session_id,
@@ -673,7 +685,62 @@ impl InvitationLink {
             )
         } else {
             SurfaceInvitation::new(self.relay_url, self.session_id, token, surface, application)
-        }
+        }?;
+        Ok(match &self.assumed_relay_path {
+            Some(path) => invitation.with_assumed_relay_path(path),
+            None => invitation,
+        })
+    }
+}
+
+impl SurfaceInvitation {
+    /// The invitation a person's share link holds, in one call:
+    /// [`InvitationLink::parse`] with `options`, then
+    /// [`InvitationLink::into_invitation`] with the link's own surface id
+    /// and application (else `HOST/SESSION` and `human-plus`). Every form
+    /// is read (the page's fragment and query links, a relay session URL,
+    /// the web page's JSON), with the link's strictness; nothing is sent.
+    ///
+    /// `options` holds everything about reading links: the relay path a
+    /// page link's relay lives under ([`LinkOptions::relay_path`], default
+    /// `agent-relay`) and plain `http` to a loopback relay for local
+    /// development ([`LinkOptions::allow_insecure_loopback`]). The link
+    /// never implies egress: the manager's [`crate::EgressPolicy`] must
+    /// still declare the relay's host and port. When a page link's relay
+    /// is not under the assumed path, the first operation fails with
+    /// [`Error::RelayPathNotFound`], which says so.
+    ///
+    /// Use [`InvitationLink::parse`] instead to see the relay's host and
+    /// port before attaching, to name the surface yourself, or to read
+    /// [`InvitationLink::notes`].
+    ///
+    /// ```
+    /// use human_plus_core::{EgressPolicy, LinkOptions, SurfaceInvitation};
+    ///
+    /// // What a person hands over: a page link (its relay under /agent-relay).
+    /// let link = "https://app.example/board#session=S1_abcd&token=0123456789abcdef0123456789abcdef";
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// assert_eq!(invitation.relay_url(), "https://app.example/agent-relay");
+    /// assert_eq!(invitation.surface_id(), "app.example/S1_abcd");
+    ///
+    /// // A relay mounted elsewhere, and local development (plain http on loopback).
+    /// let options = LinkOptions::default().relay_path("share")?.allow_insecure_loopback(true);
+    /// let local = SurfaceInvitation::from_link(
+    ///     "http://127.0.0.1:8787/board#session=S1_abcd&token=0123456789abcdef0123456789abcdef",
+    ///     &options,
+    /// )?;
+    /// assert_eq!(local.relay_url(), "http://127.0.0.1:8787/share");
+    /// // ... and the egress policy that lets a manager reach it:
+    /// let egress = EgressPolicy::new(["127.0.0.1"]).allow_ports([8787]).allow_unverified_egress(true);
+    /// # let _ = egress;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInvitation`] naming the rule the link broke
+    /// ([`InvitationError::Link`]); the message never quotes the link.
+    pub fn from_link(link: &str, options: &LinkOptions) -> Result<SurfaceInvitation, Error> {
+        InvitationLink::parse(link, options)?.into_invitation(None, None)
     }
 }
 
@@ -685,15 +752,6 @@ fn is_link_byte(b: u8) -> bool {
             b,
             b'\\' | b'"' | b'<' | b'>' | b'^' | b'`' | b'{' | b'|' | b'}'
         )
-}
-
-/// One relay path segment: `[A-Za-z0-9._~-]{1,64}`, not `.` or `..`.
-fn is_path_segment(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && s != "."
-        && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
 }
 
 /// The non-empty segments of a path (`""` and `"/"` have none); an empty
@@ -1433,6 +1491,69 @@ mod tests {
         }
         assert_eq!(opts().relay_path("a/b").unwrap().relay_path_str(), "a/b");
         assert_eq!(opts().relay_path("").unwrap().relay_path_str(), "");
+    }
+
+    #[test]
+    fn a_page_link_remembers_its_assumed_relay_path() {
+        let page = format!("https://x.test/board#session=S1_abcd&token={T}");
+        let query = format!("https://x.test/board?session=S1_abcd&token={T}");
+        for (text, path) in [(&page, "agent-relay"), (&query, "agent-relay")] {
+            assert_eq!(parse(text).unwrap().assumed_relay_path(), Some(path));
+            let inv = SurfaceInvitation::from_link(text, &opts()).unwrap();
+            assert_eq!(inv.assumed_relay_path(), Some(path), "{text}");
+            assert_eq!(inv.relay_url(), "https://x.test/agent-relay");
+        }
+        let root = opts().relay_path("/").unwrap();
+        let inv = SurfaceInvitation::from_link(&page, &root).unwrap();
+        assert_eq!(
+            (inv.relay_url(), inv.assumed_relay_path()),
+            ("https://x.test", Some(""))
+        );
+        // A link that names its relay assumes nothing.
+        for text in [
+            format!("https://x.test/agent-relay/S1_abcd#token={T}"),
+            format!("https://x.test/agent-relay/S1_abcd/events?token={T}"),
+            format!(r#"{{"relay":"https://x.test/r","session":"S1_abcd","token":"{T}"}}"#),
+        ] {
+            assert_eq!(parse(&text).unwrap().assumed_relay_path(), None, "{text}");
+            let inv = SurfaceInvitation::from_link(&text, &opts()).unwrap();
+            assert_eq!(inv.assumed_relay_path(), None, "{text}");
+        }
+        // `from_link` is `parse` then `into_invitation(None, None)`.
+        assert_eq!(
+            SurfaceInvitation::from_link(&page, &opts()).unwrap(),
+            parse(&page).unwrap().into_invitation(None, None).unwrap()
+        );
+        assert_eq!(
+            SurfaceInvitation::from_link("https://x.test/#session=S1_abcd", &opts()),
+            Err(refuse(LinkRefusal::NoToken))
+        );
+    }
+
+    #[test]
+    fn the_assumed_relay_path_is_kept_with_the_record() {
+        let page = format!("https://x.test/board#session=S1_abcd&token={T}");
+        let inv = SurfaceInvitation::from_link(&page, &opts().relay_path("a/b").unwrap()).unwrap();
+        let json = serde_json::to_value(&inv).unwrap();
+        assert_eq!(json["assumed_relay_path"], "a/b");
+        let back: SurfaceInvitation = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, inv);
+        // A record written before the field (or for a link that named its
+        // relay) has none, and reads as none.
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("assumed_relay_path");
+        let back: SurfaceInvitation = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(back.assumed_relay_path(), None);
+        assert_eq!(serde_json::to_value(&back).unwrap(), old);
+        // A path no link option could hold is refused, as the rest is.
+        for bad in ["../up", "a//b", "/a", "a b"] {
+            let mut forged = json.clone();
+            forged["assumed_relay_path"] = bad.into();
+            assert!(
+                serde_json::from_value::<SurfaceInvitation>(forged).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     proptest! {

@@ -1199,6 +1199,8 @@ impl Exchange {
         if self.result.is_some() {
             return;
         }
+        // A 404 under a relay path the link did not name says so.
+        let result = result.map_err(|e| io.endpoint.explain(e));
         if let Some(id) = self.post_id() {
             // A reply is proof the POST was delivered: let its answer come,
             // so its connection is kept. Otherwise it must not go on.
