@@ -45,7 +45,7 @@
 //! policy must still declare them. The token is redacted in `Debug`, and no
 //! refusal quotes any part of the link.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::Deserialize;
@@ -741,6 +741,145 @@ impl SurfaceInvitation {
     /// ([`InvitationError::Link`]); the message never quotes the link.
     pub fn from_link(link: &str, options: &LinkOptions) -> Result<SurfaceInvitation, Error> {
         InvitationLink::parse(link, options)?.into_invitation(None, None)
+    }
+}
+
+/// What a page shows where the token goes while it is hidden, as the web
+/// page masks it until Show.
+pub const MASKED_TOKEN: &str = "\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}";
+
+/// The share link a page shows a person to hand to an agent: the relay's
+/// own session URL, with the token (and the surface id) in the fragment,
+/// as Human+'s web page writes it:
+///
+/// ```text
+/// {relay}/{session}#token={token}&surface={surface id}
+/// ```
+///
+/// `{relay}` is the relay base URL (its prefix included, no trailing
+/// `/`), and the fragment is form-encoded as `URLSearchParams` writes it
+/// (`token` first, then `surface` when given). A fragment is never sent to
+/// a server. It is the inverse of [`InvitationLink::parse`]: a link is
+/// built only when reading it back gives the same relay, session, token
+/// and surface id, so every link written here is one an agent can use.
+///
+/// It holds the token: it has no `Display`, its `Debug` shows it masked,
+/// and [`ShareLink::expose`] is for the person's own page alone (what the
+/// web page shows after Show).
+///
+/// ```
+/// use human_plus_core::{InvitationLink, LinkOptions, RelayToken, ShareLink};
+///
+/// let token = RelayToken::new("hp_0123456789abcdef0123456789abcdef");
+/// let link = ShareLink::new("http://127.0.0.1:8787/agent-relay/", "S1_abcd", &token, Some("sheet:terminal"))?;
+/// assert_eq!(
+///     link.expose(),
+///     "http://127.0.0.1:8787/agent-relay/S1_abcd#token=hp_0123456789abcdef0123456789abcdef&surface=sheet%3Aterminal"
+/// );
+/// assert_eq!(
+///     link.masked(),
+///     "http://127.0.0.1:8787/agent-relay/S1_abcd#token=\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}&surface=sheet%3Aterminal"
+/// );
+/// assert!(!format!("{link:?}").contains("0123456789abcdef"));
+///
+/// // What an agent reads from it:
+/// let read = InvitationLink::parse(link.expose(), &LinkOptions::default().allow_insecure_loopback(true))?;
+/// assert_eq!((read.relay_url(), read.session_id()), ("http://127.0.0.1:8787/agent-relay", "S1_abcd"));
+/// assert_eq!(read.surface_id(), Some("sheet:terminal"));
+/// # Ok::<(), human_plus_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ShareLink {
+    text: String,
+    /// Where the (encoded) token lies in `text`.
+    token_at: std::ops::Range<usize>,
+}
+
+impl fmt::Debug for ShareLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ShareLink").field(&self.masked()).finish()
+    }
+}
+
+impl ShareLink {
+    /// The share link of `session_id` on the relay at `relay_url` (a base
+    /// URL: `https://`, or `http://` to a loopback host; a trailing `/` is
+    /// dropped), with `token` and, when given, `surface_id`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInvitation`] when the parts do not make a link that
+    /// reads back to them: a relay URL [`InvitationLink::parse`] refuses
+    /// (another scheme, plain `http` to a host that is not loopback, a
+    /// query, a fragment, userinfo, ...), a malformed session id or token,
+    /// or a surface id that is not a plain identifier
+    /// ([`LinkRefusal::Label`]).
+    pub fn new(
+        relay_url: &str,
+        session_id: &str,
+        token: &RelayToken,
+        surface_id: Option<&str>,
+    ) -> Result<ShareLink, Error> {
+        let relay = relay_url.strip_suffix('/').unwrap_or(relay_url);
+        if relay.contains(['?', '#']) {
+            return Err(refuse(LinkRefusal::RelayUrl));
+        }
+        if surface_id.is_some_and(|s| !is_plain_identifier(s)) {
+            return Err(refuse(LinkRefusal::Label));
+        }
+        let mut text = format!("{relay}/{session_id}#token=");
+        let start = text.len();
+        form_encode(&mut text, token.expose());
+        let token_at = start..text.len();
+        if let Some(surface) = surface_id {
+            text.push_str("&surface=");
+            form_encode(&mut text, surface);
+        }
+        let read =
+            InvitationLink::parse(&text, &LinkOptions::default().allow_insecure_loopback(true))?;
+        if read.form() != LinkForm::RelaySession
+            || read.relay_url() != relay
+            || read.session_id() != session_id
+            || read.token() != token
+            || read.surface_id() != surface_id
+        {
+            return Err(refuse(LinkRefusal::RelayUrl));
+        }
+        Ok(ShareLink { text, token_at })
+    }
+
+    /// The link with the token, for the person's own page to show (and
+    /// for nothing else: never a log line, never a command line).
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.text
+    }
+
+    /// The link with the token replaced by [`MASKED_TOKEN`], to show
+    /// until the person asks for the whole link.
+    #[must_use]
+    pub fn masked(&self) -> String {
+        let mut out = String::with_capacity(self.text.len());
+        out.push_str(self.text.get(..self.token_at.start).unwrap_or_default());
+        out.push_str(MASKED_TOKEN);
+        out.push_str(self.text.get(self.token_at.end..).unwrap_or_default());
+        out
+    }
+}
+
+/// Appends `value` form-encoded as `URLSearchParams` writes it: ASCII
+/// letters, digits and `*-._` as they are, a space as `+`, every other
+/// byte as `%XX` (uppercase).
+fn form_encode(out: &mut String, value: &str) {
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                out.push(char::from(b));
+            }
+            b' ' => out.push('+'),
+            _ => {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
     }
 }
 
@@ -1553,6 +1692,105 @@ mod tests {
                 serde_json::from_value::<SurfaceInvitation>(forged).is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn share_links_read_back_to_their_parts() {
+        let token = RelayToken::new(format!("{T}+/=%&#*~"));
+        let link = ShareLink::new(
+            "https://r.example/p/q/",
+            "S1_abcd",
+            &token,
+            Some("sheet:web"),
+        )
+        .unwrap();
+        assert_eq!(
+            link.expose(),
+            format!(
+                "https://r.example/p/q/S1_abcd#token={T}%2B%2F%3D%25%26%23*%7E&surface=sheet%3Aweb"
+            )
+        );
+        assert!(!link.masked().contains(T));
+        assert!(
+            link.masked()
+                .contains(&format!("#token={MASKED_TOKEN}&surface="))
+        );
+        let read = parse(link.expose()).unwrap();
+        assert_eq!(read.form(), LinkForm::RelaySession);
+        assert_eq!(read.relay_url(), "https://r.example/p/q");
+        // The same as the web page writes, without a surface id too.
+        let plain =
+            ShareLink::new("https://r.example", "S1_abcd", &RelayToken::new(T), None).unwrap();
+        assert_eq!(
+            plain.expose(),
+            format!("https://r.example/S1_abcd#token={T}")
+        );
+        // Refused: what would not read back.
+        for (relay, session, surface) in [
+            ("http://r.example", "S1_abcd", None),
+            ("ftp://r.example", "S1_abcd", None),
+            ("https://r.example?x=1", "S1_abcd", None),
+            ("https://u@r.example", "S1_abcd", None),
+            ("https://r.example", "S1", None),
+            ("https://r.example", "events", None),
+            ("https://r.example", "S1_abcd", Some("sheet one")),
+        ] {
+            assert!(
+                ShareLink::new(relay, session, &RelayToken::new(T), surface).is_err(),
+                "{relay} {session} {surface:?}"
+            );
+        }
+        assert!(
+            ShareLink::new(
+                "https://r.example",
+                "S1_abcd",
+                &RelayToken::new("short"),
+                None
+            )
+            .is_err()
+        );
+        assert!(
+            ShareLink::new(
+                "http://localhost:8787",
+                "S1_abcd",
+                &RelayToken::new(T),
+                None
+            )
+            .is_ok()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn a_share_link_always_reads_back(
+            token in "[!-~]{16,64}",
+            session in "[A-Za-z0-9_-]{4,64}",
+            surface in proptest::option::of("[A-Za-z0-9._:/+=#@-]{1,64}"),
+            path in proptest::option::of("[a-z0-9-]{1,8}(/[a-z0-9._~-]{1,8}){0,2}"),
+        ) {
+            let relay = match &path {
+                Some(p) => format!("https://r.example/{p}"),
+                None => "https://r.example".to_owned(),
+            };
+            let token = RelayToken::new(token);
+            match ShareLink::new(&relay, &session, &token, surface.as_deref()) {
+                Ok(link) => {
+                    let read = parse(link.expose()).unwrap();
+                    prop_assert_eq!(read.relay_url(), relay.as_str());
+                    prop_assert_eq!(read.session_id(), session.as_str());
+                    prop_assert_eq!(read.token(), &token);
+                    prop_assert_eq!(read.surface_id(), surface.as_deref());
+                    let head = format!("{relay}/{session}#token={MASKED_TOKEN}");
+                    prop_assert!(link.masked().starts_with(&head));
+                }
+                // Only a session id that reads as a route, or a path
+                // segment that is a dot segment, is refused.
+                Err(_) => prop_assert!(
+                    RELAY_ROUTE_SUFFIXES.contains(&session.as_str())
+                        || path.as_deref().is_some_and(|p| p.split('/').any(|s| s == "." || s == ".."))
+                ),
+            }
         }
     }
 
