@@ -33,7 +33,8 @@ pub enum Command {
     /// up. With --web, the story plays in your browser and you are the
     /// person.
     Demo(DemoArgs),
-    /// Run a local Fancy-compatible relay until Ctrl-C (for dogfooding).
+    /// Run a local relay until Ctrl-C, for dogfooding (it speaks the
+    /// protocol of the Fancy Node relay, agent-integrations-relay).
     Relay(RelayArgs),
     /// Open the demo sheet as a person's page on a relay; type edits such as
     /// `B4=12` on stdin, or, with --web, serve it as a page for a browser.
@@ -106,8 +107,9 @@ pub enum Transport {
     /// `GET /{session}/events`, a Server-Sent Events stream per exchange.
     #[default]
     Sse,
-    /// The Fancy relay's long-poll, `GET /{session}/poll`: every leg is an
-    /// ordinary short request (for proxies that buffer streams).
+    /// The relay's long-poll, `GET /{session}/poll` (the Fancy Node relay's
+    /// dialect): every leg is an ordinary short request (for proxies that
+    /// buffer streams).
     Poll,
 }
 
@@ -128,8 +130,8 @@ impl Transport {
 /// Where the relay token goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum AuthMode {
-    /// In the query string, as the Fancy relay expects (browsers cannot set
-    /// headers on an event stream).
+    /// In the query string, which every relay reads (the Fancy Node relay
+    /// reads nothing else: browsers cannot set headers on an event stream).
     #[default]
     Query,
     /// In an `Authorization: Bearer` header, for relays that read it.
@@ -166,9 +168,10 @@ pub struct RelayArgs {
     /// The port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8787)]
     pub port: u16,
-    /// Serve every route under this path, as the Fancy Node relay's
-    /// `--prefix` does (e.g. `agent-relay`, the relay path links use by
-    /// default): `/agent-relay/register`, `/agent-relay/ID/poll`, ...
+    /// Serve every route under this path (e.g. `agent-relay`, the relay
+    /// path links use by default): `/agent-relay/register`,
+    /// `/agent-relay/ID/poll`, ..., as the Fancy Node relay's `--prefix`
+    /// does.
     #[arg(long, value_name = "PATH", default_value = "")]
     pub prefix: String,
     /// Serve HTTPS with this PEM certificate chain (leaf first).

@@ -318,6 +318,34 @@ fn the_fragment_link_and_the_pages_json() {
         env.base, env.session, env.token
     );
     let egress = loopback_egress(&env);
+    // The relay serves at its root, not under the default relay path a
+    // page link assumes: the 404 says which path was assumed, and the hint
+    // names the flag.
+    let mut args = vec!["join", "--yes", "--name", "frag"];
+    args.extend(strs(&egress));
+    let run = run_input(
+        &args,
+        None,
+        &[
+            ("HUMAN_PLUS_CONFIG_DIR", config_s.as_str()),
+            ("HUMAN_PLUS_INVITATION", link.as_str()),
+        ],
+    );
+    assert_eq!(run.code, 9, "{run:?}");
+    assert!(run.stderr.contains("error[relay_failed]"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the relay path /agent-relay was assumed"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("hint: give the page's relay path with --relay-path"),
+        "{run:?}"
+    );
+    assert!(!config.join("profiles/frag").exists());
+    run.assert_no_secret(&env.token);
+
     let mut args = vec!["join", "--yes", "--relay-path", "", "--name", "frag"];
     args.extend(strs(&egress));
     let run = run_input(

@@ -234,11 +234,80 @@ fn relay_with_a_prefix() {
 
     let token = format!("tok{}", common::random_hex(16));
     let session = format!("pref_{}", common::random_hex(4));
-    let page = Proc::spawn(
+    let mut page = Proc::spawn(
         &["surface", "--relay", &base, "--session", &session],
         Some(&token),
     );
     page.expect("The demo sheet is open", &mut seen);
+    // The page shows its share link with the token masked, and the `join`
+    // line; `link` shows it whole, and an agent joins with it alone.
+    page.expect("Share link for an agent (the token hidden", &mut seen);
+    let masked = page.expect(&format!("{base}/{session}#token="), &mut seen);
+    assert_eq!(
+        masked.trim(),
+        format!(
+            "{base}/{session}#token=\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}&surface=sheet%3Aterminal"
+        )
+    );
+    page.expect(
+        "Paste it into:  (read -rs HUMAN_PLUS_INVITATION && export HUMAN_PLUS_INVITATION && human-plus join --name terminal-sheet --allow-insecure-loopback --allow-unverified-egress)",
+        &mut seen,
+    );
+    page.expect("`link` to show the share link", &mut seen);
+    for line in &seen {
+        assert!(
+            !line.contains(&token),
+            "the token was shown unasked: {line}"
+        );
+    }
+    page.type_line("link");
+    page.expect("Share link (it holds the token", &mut seen);
+    let whole = page.expect(&format!("{base}/{session}#token="), &mut seen);
+    let whole = whole.trim().to_owned();
+    assert_eq!(
+        whole,
+        format!("{base}/{session}#token={token}&surface=sheet%3Aterminal")
+    );
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.args([
+        "call",
+        "sheet_get_cell",
+        r#"{"address":"B4"}"#,
+        "--allow",
+        "sheet_get_cell",
+        "--allow-host",
+        "127.0.0.1",
+        "--allow-port",
+        port,
+        "--allow-insecure-loopback",
+        "--allow-unverified-egress",
+    ])
+    .env_remove("HUMAN_PLUS_TOKEN")
+    .env("HUMAN_PLUS_INVITATION", &whole);
+    let run = common::run_command(cmd, None);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("source=\"human-plus:sheet:terminal\""),
+        "{run:?}"
+    );
+    run.assert_no_secret(&token);
+
+    // `show` says what it leaves out.
+    page.type_line("M1=far");
+    page.expect("you set M1 = far", &mut seen);
+    page.type_line("A51=deep");
+    page.expect("you set A51 = deep", &mut seen);
+    page.type_line("show");
+    page.expect(
+        "(not shown: 2 cells beyond column L or row 50: M1, A51)",
+        &mut seen,
+    );
+    // The token was shown once, by `link`, and nowhere else.
+    assert_eq!(
+        seen.iter().filter(|l| l.contains(&token)).count(),
+        1,
+        "{seen:#?}"
+    );
     let run = common::run(
         &[
             "call",

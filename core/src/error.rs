@@ -59,7 +59,9 @@ pub enum Error {
     #[error("{0}")]
     ToolRefused(ToolRefusal),
     /// The relay says the session is gone (HTTP 410 or `session_gone`).
-    #[error("The Fancy surface is gone; this attachment cannot resume.")]
+    #[error(
+        "The surface is gone: the relay says the page's session has ended, so this attachment cannot resume."
+    )]
     SurfaceUnavailable,
     /// The surface rejected the revision a call was pinned to; nothing was
     /// applied. The message is written for a model to read.
@@ -91,11 +93,19 @@ pub enum Error {
     SurfaceError(SurfaceError),
     /// The relay answered with an HTTP status that means nothing more
     /// specific (3xx, 404, 5xx, ...).
-    #[error("Fancy relay failed with HTTP {status}.")]
+    #[error("The relay failed with HTTP {status}.")]
     RelayFailed {
         /// The HTTP status code.
         status: u16,
     },
+    /// The relay answered 404 to an invitation whose relay path the link
+    /// did not name: a page link (`#session=`, `?session=`) puts the relay
+    /// at the page's origin under a relay path that was assumed
+    /// ([`crate::LinkOptions::relay_path`], default `agent-relay`). The
+    /// message names the path and the option that changes it. Its code is
+    /// `relay_failed`, as for any other relay status.
+    #[error("{0}")]
+    RelayPathNotFound(RelayPathNotFound),
     /// The relay or the surface broke the protocol.
     #[error("{0}")]
     Protocol(ProtocolError),
@@ -103,7 +113,7 @@ pub enum Error {
     #[error("{0}")]
     InvalidRevision(RevisionError),
     /// The exchange did not complete before its timeout.
-    #[error("Fancy relay did not deliver the correlated response before the exchange timed out.")]
+    #[error("The page's answer did not come back through the relay before the exchange timed out.")]
     Timeout,
     /// A request that acts on the surface (a tool call, an announcement,
     /// `unregister`) may have been delivered, but its outcome never came
@@ -167,7 +177,7 @@ impl Error {
             Error::EgressRefused(_) => "egress_refused",
             Error::ToolFailed { .. } => "tool_error",
             Error::SurfaceError(_) => "surface_error",
-            Error::RelayFailed { .. } => "relay_failed",
+            Error::RelayFailed { .. } | Error::RelayPathNotFound(_) => "relay_failed",
             Error::Protocol(_) => "protocol_error",
             Error::InvalidRevision(_) => "invalid_revision",
             Error::Timeout => "timeout",
@@ -278,17 +288,90 @@ impl fmt::Display for DeliveryUnknown {
         match &self.tool {
             Some(tool) => write!(
                 f,
-                "The call to [{}] was sent, but the connection to the Fancy relay broke before its outcome came back: it may have been applied, or not. It was not sent again. Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
+                "The call to [{}] was sent, but the connection to the relay broke before its outcome came back: it may have been applied, or not. It was not sent again. Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
                 printable(tool)
             ),
             None => write!(
                 f,
-                "The request [{}] was sent, but the connection to the Fancy relay broke before its outcome came back: it may have taken effect, or not. It was not sent again.",
+                "The request [{}] was sent, but the connection to the relay broke before its outcome came back: it may have taken effect, or not. It was not sent again.",
                 printable(&self.method)
             ),
         }
     }
 }
+
+/// What [`Error::RelayPathNotFound`] says: the relay answered 404 under a
+/// relay path the share link did not name, and how to name another.
+///
+/// ```
+/// use human_plus_core::{Error, RelayPathNotFound};
+///
+/// let e = Error::RelayPathNotFound(RelayPathNotFound::new("https://app.example/agent-relay", "agent-relay"));
+/// assert_eq!(e.code(), "relay_failed");
+/// let text = e.to_string();
+/// assert!(text.starts_with("The relay answered HTTP 404 at https://app.example/agent-relay."));
+/// assert!(text.contains("the relay path /agent-relay was assumed"));
+/// assert!(text.contains("LinkOptions::relay_path"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayPathNotFound {
+    relay_url: String,
+    relay_path: String,
+}
+
+impl RelayPathNotFound {
+    /// A 404 at `relay_url` (the invitation's relay base URL; redacted
+    /// with [`redact_text`]) under the assumed `relay_path` (without
+    /// surrounding slashes; empty for the page's origin itself).
+    #[must_use]
+    pub fn new(relay_url: &str, relay_path: &str) -> Self {
+        RelayPathNotFound {
+            relay_url: redact_text(relay_url),
+            relay_path: relay_path.trim_matches('/').to_owned(),
+        }
+    }
+
+    /// The HTTP status the relay answered: always 404.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        404
+    }
+
+    /// The relay base URL the requests went to.
+    #[must_use]
+    pub fn relay_url(&self) -> &str {
+        &self.relay_url
+    }
+
+    /// The relay path that was assumed (empty: the page's origin itself).
+    #[must_use]
+    pub fn relay_path(&self) -> &str {
+        &self.relay_path
+    }
+}
+
+impl fmt::Display for RelayPathNotFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "The relay answered HTTP 404 at {}. The share link does not say where its relay lives, so ",
+            self.relay_url
+        )?;
+        if self.relay_path.is_empty() {
+            f.write_str("the relay was assumed to be at the page's origin itself")?;
+        } else {
+            write!(f, "the relay path /{} was assumed", self.relay_path)?;
+        }
+        f.write_str(
+            ", and no relay session answers there. Read the link again with the relay path the page's relay \
+             is mounted under: LinkOptions::relay_path in the library, --relay-path for the human-plus command \
+             (an empty path for a relay at the page's origin). A relay session URL \
+             (https://host/<relay path>/<session>#token=...) names its path itself.",
+        )
+    }
+}
+
+impl std::error::Error for RelayPathNotFound {}
 
 /// Why an invitation was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -405,7 +488,9 @@ pub enum Unauthorized {
     #[error("Human+ attachment does not belong to this owner.")]
     Owner,
     /// The relay answered 401 (a wrong or revoked token).
-    #[error("The Fancy surface attachment is unauthorized.")]
+    #[error(
+        "The relay refused this attachment's token: the link's token is wrong, or the page's session no longer accepts it."
+    )]
     Relay,
 }
 
@@ -881,7 +966,7 @@ impl std::error::Error for ConflictDetectionUnavailable {}
 /// use human_plus_core::SurfaceError;
 ///
 /// let e = SurfaceError { code: Some(-32000), framed_message: None };
-/// assert_eq!(e.to_string(), "Fancy surface returned a JSON-RPC error [-32000].");
+/// assert_eq!(e.to_string(), "The page answered with a JSON-RPC error [-32000].");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SurfaceError {
@@ -894,7 +979,7 @@ pub struct SurfaceError {
 
 impl fmt::Display for SurfaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Fancy surface returned a JSON-RPC error")?;
+        f.write_str("The page answered with a JSON-RPC error")?;
         if let Some(code) = self.code {
             write!(f, " [{code}]")?;
         }
@@ -912,50 +997,52 @@ impl std::error::Error for SurfaceError {}
 #[non_exhaustive]
 pub enum ProtocolError {
     /// A reply carried the request's id but was not a JSON-RPC response.
-    #[error("Fancy relay returned an uncorrelated JSON-RPC response.")]
+    #[error(
+        "The relay delivered a reply carrying this request's id that is not a JSON-RPC response."
+    )]
     Uncorrelated,
     /// `result` was missing or not an object.
-    #[error("Fancy surface returned a malformed JSON-RPC result.")]
+    #[error("The page answered with a malformed JSON-RPC result.")]
     MalformedResult,
     /// `result.tools` was not a list.
-    #[error("Fancy surface returned a malformed tools/list result.")]
+    #[error("The page answered tools/list with a malformed result.")]
     MalformedToolsList,
     /// A listed tool had no usable name.
-    #[error("Human+ surface returned a tool without a usable name.")]
+    #[error("The page listed a tool without a usable name.")]
     ToolWithoutName,
     /// A listed tool's `inputSchema` was not an object.
-    #[error("Human+ surface returned a malformed tool schema.")]
+    #[error("The page listed a tool whose input schema is not a JSON object.")]
     MalformedToolSchema,
     /// `tools/list` kept paging past the limit.
-    #[error("Fancy surface listed more than {0} pages of tools.")]
+    #[error("The page listed more than {0} pages of tools.")]
     TooManyPages(usize),
     /// `tools/list` answered a page with the cursor it was asked for as its
     /// `nextCursor`: following it would ask for the same page for ever.
-    #[error("Fancy surface's tools/list cursor did not advance.")]
+    #[error("The page's tools/list cursor did not advance.")]
     CursorNotAdvancing,
     /// The surface negotiated a protocol version this client does not
     /// speak. The version is kept only when it has a version's shape
     /// (`YYYY-MM-DD`, [`crate::is_protocol_version_shape`]); anything else
     /// (or none) is `None` and never quoted.
-    #[error("Fancy surface negotiated unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::values::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
+    #[error("The page negotiated an unsupported MCP revision [{}].", .0.as_deref().filter(|v| crate::values::plain::is_protocol_version_shape(v)).unwrap_or("missing or not a version"))]
     UnsupportedProtocolVersion(Option<String>),
     /// One frame or event exceeded the byte budget.
-    #[error("Fancy relay response exceeded the frame byte budget.")]
+    #[error("The relay's answer exceeded the frame byte budget.")]
     FrameTooLarge {
         /// The budget in bytes.
         limit: usize,
     },
     /// A frame that should have been JSON was not.
-    #[error("Fancy relay sent a frame that is not JSON.")]
+    #[error("The relay delivered a frame that is not JSON.")]
     InvalidJson,
     /// A long-poll body was not one of the accepted shapes.
-    #[error("Fancy relay sent a long-poll body of an unknown shape.")]
+    #[error("The relay answered a long-poll with a body of an unknown shape.")]
     MalformedPollBody,
     /// The SSE stream ended before the correlated reply.
-    #[error("Fancy relay stream ended before the correlated response arrived.")]
+    #[error("The relay's event stream ended before the page's answer arrived.")]
     StreamEnded,
     /// The response to a request was not the content type expected.
-    #[error("Fancy relay answered the event stream with a body that is not an event stream.")]
+    #[error("The relay answered the event stream with a body that is not an event stream.")]
     NotEventStream,
 }
 

@@ -113,6 +113,52 @@
 //! and the connection puts the token back into the request line on its way
 //! to the socket, below every logger.
 //!
+//! ## From a share link
+//!
+//! A person hands an agent **one link** (`https://app/page#session=ID&token=T`,
+//! the older `?session=` form, a relay session URL, or the web page's JSON).
+//! [`SurfaceInvitation::from_link`] reads it into an invitation in one call,
+//! with [`LinkOptions`] holding everything about reading links: the relay
+//! path a page link's relay lives under (default `agent-relay`) and plain
+//! `http` to a loopback relay for local development. Nothing is sent, and the
+//! link implies no egress: the manager's [`EgressPolicy`] still decides
+//! which relay hosts may be reached. A page link names no relay path, so
+//! when its relay is mounted elsewhere the first operation fails with
+//! [`Error::RelayPathNotFound`] (code `relay_failed`), naming the path it
+//! assumed and [`LinkOptions::relay_path`].
+//!
+//! ```
+//! use human_plus_blocking::{
+//!     EgressPolicy, HumanPlus, LinkOptions, ManagerConfig, NO_PINS, Participant, SurfaceInvitation,
+//!     TrustPolicy,
+//! };
+//!
+//! # fn main() -> Result<(), human_plus_blocking::Error> {
+//! // What your service received from the person (never a command-line argument).
+//! let link = "https://app.example/whiteboard#session=S1_abcd&token=0123456789abcdef0123456789abcdef";
+//! let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+//! assert_eq!(invitation.relay_url(), "https://app.example/agent-relay");
+//!
+//! // A relay mounted under another path, or on this machine over plain http:
+//! let dev = LinkOptions::default().relay_path("share")?.allow_insecure_loopback(true);
+//! let local = SurfaceInvitation::from_link(
+//!     "http://127.0.0.1:8787/whiteboard#session=S1_abcd&token=0123456789abcdef0123456789abcdef",
+//!     &dev,
+//! )?;
+//! assert_eq!(local.relay_url(), "http://127.0.0.1:8787/share");
+//!
+//! let config = ManagerConfig::new(
+//!     EgressPolicy::new(["app.example"]).egress_proxy("http://egress.internal:3128"),
+//!     TrustPolicy::allowing(["sheet_get_cell"], NO_PINS),
+//! );
+//! let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+//! let human_plus = HumanPlus::new(config);
+//! let attachment = human_plus.attach("conversation:42", invitation, participant)?; // no network yet
+//! assert_eq!(attachment.invitation().assumed_relay_path(), Some("agent-relay"));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Configuring
 //!
 //! ```

@@ -66,14 +66,18 @@ pub use human_plus_store::InMemoryAttachmentStore;
 
 /// The names every runtime crate re-exports (`pub use
 /// human_plus_runtime::exports::*`), so all three speak one vocabulary:
-/// the core's types, the resolvers, the TLS roots, the in-memory store and
-/// the default timeouts.
+/// the core's types (the share link a person hands over read by
+/// [`SurfaceInvitation::from_link`](human_plus_core::SurfaceInvitation::from_link)
+/// with [`LinkOptions`](human_plus_core::LinkOptions); what operations
+/// return, each `Serialize`), the resolvers, the TLS roots, the in-memory
+/// store and the default timeouts.
 pub mod exports {
     pub use human_plus_core::{
-        Activity, AttachmentState, CallResult, ConflictDetection, Discovery, EgressPolicy, Error,
-        ManagerConfig, NO_PINS, Owner, Participant, Priority, ReceiveLeg, RelayAuth, ResultGuard,
-        SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceTool, TransportConfig,
-        TrustPolicy,
+        Activity, AttachmentState, CallResult, ConflictDetection, DEFAULT_RELAY_PATH, Discovery,
+        EgressPolicy, Error, InvitationLink, LinkForm, LinkNote, LinkOptions, ManagerConfig,
+        NO_PINS, Owner, Participant, Priority, ReceiveLeg, RelayAuth, ResultGuard,
+        SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceTool, ToolClaims,
+        ToolDefinition, TransportConfig, TrustPolicy, Withheld,
     };
     pub use human_plus_store::{
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,

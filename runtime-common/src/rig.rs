@@ -111,7 +111,7 @@ pub fn rig_error(error: &Error) -> ToolExecutionError {
         Error::Transport(_) | Error::RelayFailed { .. } => {
             ToolExecutionError::new(ToolErrorKind::Network, text)
         }
-        Error::SurfaceUnavailable => {
+        Error::SurfaceUnavailable | Error::RelayPathNotFound(_) => {
             ToolExecutionError::new(ToolErrorKind::NotFound, text).with_retryable(false)
         }
         Error::AttachmentUnauthorized(_) | Error::NotAttached(_) => {

@@ -1467,6 +1467,51 @@ pub fn links<R: Runtime>(leg: LegKind) {
             .unwrap();
         assert!(r.text.contains("alpha"), "{form:?}: {}", r.text);
     }
+    // One call, from the link to the invitation, with the options in one
+    // place.
+    let page = format!("{base}/whiteboard#session={s}&token={t}");
+    let invitation = human_plus_core::SurfaceInvitation::from_link(&page, &root).unwrap();
+    assert_eq!(invitation.assumed_relay_path(), Some(""));
+    let a = hp.attach(OWNER, invitation, agent()).unwrap();
+    let r = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    assert!(r.text.contains("alpha"), "{}", r.text);
+    // A page link read with the default relay path, against a relay that
+    // is not under it: the relay's 404 says which path was assumed and how
+    // to change it, on the first exchange and on any later one.
+    let invitation =
+        human_plus_core::SurfaceInvitation::from_link(&page, &LinkOptions::default()).unwrap();
+    assert_eq!(invitation.relay_url(), format!("{base}/agent-relay"));
+    let a = hp.attach(OWNER, invitation, agent()).unwrap();
+    for _ in 0..2 {
+        let e = hp.tools(OWNER, a.id()).unwrap_err();
+        match &e {
+            Error::RelayPathNotFound(n) => {
+                assert_eq!(n.relay_path(), "agent-relay");
+                assert_eq!(n.relay_url(), format!("{base}/agent-relay"));
+                assert_eq!(n.status(), 404);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.code(), "relay_failed");
+        let text = e.to_string();
+        assert!(text.contains("/agent-relay was assumed"), "{text}");
+        assert!(text.contains("LinkOptions::relay_path"), "{text}");
+        assert_no_token(&e, &t);
+    }
+    // The same 404 for an invitation that named its relay is the plain
+    // relay failure: nothing was assumed.
+    let named = format!("{base}/agent-relay/{s}?token={t}");
+    let link = InvitationLink::parse(&named, &root).unwrap();
+    let a = hp
+        .attach(OWNER, link.into_invitation(None, None).unwrap(), agent())
+        .unwrap();
+    assert_eq!(
+        hp.tools(OWNER, a.id()).unwrap_err(),
+        Error::RelayFailed { status: 404 }
+    );
+
     // A link is no egress policy: another host in the link is refused by
     // the same manager before anything is sent.
     let other = format!("https://elsewhere.test:{}/{s}?token={t}", env.port);

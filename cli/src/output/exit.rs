@@ -290,6 +290,9 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
             ),
             _ => "somebody changed the surface since that revision: read it again, then decide; pin the next call with the revision it reports".to_owned(),
         },
+        Error::RelayPathNotFound(_) => {
+            "give the page's relay path with --relay-path PATH (--relay-path '' for a relay at the page's origin), or use the relay's own session URL as the link".to_owned()
+        }
         Error::Timeout => {
             "raise --timeout, or try --transport poll if a proxy buffers the event stream".to_owned()
         }
@@ -344,6 +347,13 @@ mod tests {
             ),
             (Error::Timeout, TIMEOUT),
             (Error::RelayFailed { status: 502 }, RELAY_FAILED),
+            (
+                Error::RelayPathNotFound(human_plus_core::RelayPathNotFound::new(
+                    "https://app.example/agent-relay",
+                    "agent-relay",
+                )),
+                RELAY_FAILED,
+            ),
             (Error::ToolFailed { framed: "x".into() }, TOOL_ERROR),
             (
                 human_plus_core::ProxyConnectResponse::refusal(407),

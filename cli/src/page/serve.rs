@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use human_plus_core::{RelayToken, ShareLink};
 use human_plus_relay::{
     CallOutcome, DemoSurface, RelayServer, RevisionMode, SurfaceLeg, TlsConfig,
 };
@@ -96,7 +97,20 @@ pub fn relay_prefix(raw: &str) -> Result<String, Failure> {
     Ok(format!("/{trimmed}"))
 }
 
-/// Renders the sheet's cells as a small grid.
+/// The most rows `show` prints.
+pub const GRID_ROWS: u32 = 50;
+
+/// The most columns `show` prints (A to L).
+pub const GRID_COLUMNS: u32 = 12;
+
+/// The widest value `show` prints, in characters; a longer one is cut and
+/// ends with `…`.
+pub const GRID_VALUE_WIDTH: usize = 24;
+
+/// Renders the sheet's cells as a small grid: rows 1 to [`GRID_ROWS`],
+/// columns A to L ([`GRID_COLUMNS`]), values up to [`GRID_VALUE_WIDTH`]
+/// characters. What it leaves out it says: the cells beyond the grid (how
+/// many, and the first few addresses) and that a cut value ends with `…`.
 #[must_use]
 pub fn grid(cells: &BTreeMap<String, String>) -> String {
     let parsed: Vec<((u32, u32), &str)> = cells
@@ -111,16 +125,21 @@ pub fn grid(cells: &BTreeMap<String, String>) -> String {
         .map(|((r, _), _)| *r)
         .max()
         .unwrap_or(1)
-        .min(50);
+        .min(GRID_ROWS);
     let cols = parsed
         .iter()
         .map(|((_, c), _)| *c)
         .max()
         .unwrap_or(1)
-        .min(12);
+        .min(GRID_COLUMNS);
     let mut table: BTreeMap<(u32, u32), String> = BTreeMap::new();
+    let mut beyond: Vec<(u32, u32)> = Vec::new();
     for ((r, c), v) in parsed {
-        table.insert((r, c), printable(v));
+        if r > GRID_ROWS || c > GRID_COLUMNS {
+            beyond.push((r, c));
+        } else {
+            table.insert((r, c), printable(v));
+        }
     }
     let width = |c: u32| {
         (1..=rows)
@@ -128,9 +147,10 @@ pub fn grid(cells: &BTreeMap<String, String>) -> String {
             .max()
             .unwrap_or(0)
             .max(column_name(c).len())
-            .min(24)
+            .min(GRID_VALUE_WIDTH)
     };
     let widths: Vec<usize> = (1..=cols).map(width).collect();
+    let mut cut = false;
     let mut out = String::from("    ");
     for (c, w) in (1..=cols).zip(&widths) {
         let _ = write!(out, " {:w$}", column_name(c));
@@ -140,10 +160,46 @@ pub fn grid(cells: &BTreeMap<String, String>) -> String {
         let _ = write!(out, "{r:>4}");
         for (c, w) in (1..=cols).zip(&widths) {
             let v = table.get(&(r, c)).map_or("", String::as_str);
-            let v: String = v.chars().take(*w).collect();
+            let v: String = if v.chars().count() > *w {
+                cut = true;
+                v.chars()
+                    .take(w.saturating_sub(1))
+                    .chain(std::iter::once('\u{2026}'))
+                    .collect()
+            } else {
+                v.to_owned()
+            };
             let _ = write!(out, " {v:w$}");
         }
         out.push('\n');
+    }
+    if !beyond.is_empty() {
+        beyond.sort_unstable();
+        const NAMED: usize = 5;
+        let named: Vec<String> = beyond
+            .iter()
+            .take(NAMED)
+            .map(|(r, c)| format!("{}{r}", column_name(*c)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "(not shown: {} cell{} beyond column {} or row {GRID_ROWS}: {}{})",
+            beyond.len(),
+            if beyond.len() == 1 { "" } else { "s" },
+            column_name(GRID_COLUMNS),
+            named.join(", "),
+            if beyond.len() > NAMED {
+                ", \u{2026}"
+            } else {
+                ""
+            }
+        );
+    }
+    if cut {
+        let _ = writeln!(
+            out,
+            "(values longer than {GRID_VALUE_WIDTH} characters are cut, ending with \u{2026})"
+        );
     }
     out
 }
@@ -187,6 +243,8 @@ pub enum PageCommand {
     Redefine(String, String),
     /// `show`
     Show,
+    /// `link`: the share link with its token.
+    Link,
     /// `changes`
     Changes,
     /// `help`
@@ -206,6 +264,7 @@ pub fn parse_page_command(line: &str) -> PageCommand {
     match line {
         "" => return PageCommand::Nothing,
         "show" | "s" => return PageCommand::Show,
+        "link" => return PageCommand::Link,
         "changes" | "log" => return PageCommand::Changes,
         "help" | "?" => return PageCommand::Help,
         "quit" | "exit" | "q" => return PageCommand::Quit,
@@ -233,7 +292,38 @@ pub fn parse_page_command(line: &str) -> PageCommand {
     PageCommand::Unknown(line.to_owned())
 }
 
-const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to delete a row, `show`, `changes`, `redefine TOOL TEXT` to give a tool another description (as a page that redefines a component does), `quit`.\n";
+const PAGE_HELP: &str = "Type B4=12 to set a cell (B4= clears it), `delete 3` to delete a row, `show`, `changes`, `link` to show the share link with its token, `redefine TOOL TEXT` to give a tool another description (as a page that redefines a component does), `quit`.\n";
+
+/// The surface id the terminal page names in its share link.
+pub const TERMINAL_SURFACE_ID: &str = "sheet:terminal";
+
+/// The profile name the terminal page's `join` line gives.
+const TERMINAL_PROFILE: &str = "terminal-sheet";
+
+/// What the terminal page shows of its share link when it opens: the link
+/// with the token masked (as the web page shows it until Show), how to see
+/// it whole, and the one `join` line that turns it into a profile and a
+/// bridge. The token is in none of it.
+#[must_use]
+pub fn share_link_text(link: &Result<ShareLink, human_plus_core::Error>, relay: &str) -> String {
+    match link {
+        Ok(link) => {
+            let loopback = if relay.starts_with("http:") {
+                " --allow-insecure-loopback --allow-unverified-egress"
+            } else {
+                ""
+            };
+            format!(
+                "Share link for an agent (the token hidden; type `link` to show it whole):\n  {}\n\
+                 Paste it into:  (read -rs HUMAN_PLUS_INVITATION && export HUMAN_PLUS_INVITATION && human-plus join --name {TERMINAL_PROFILE}{loopback})\n",
+                link.masked()
+            )
+        }
+        Err(e) => format!(
+            "No share link: an agent could not read one for this relay URL ({e}). Agents join with --relay, --session and the token instead.\n"
+        ),
+    }
+}
 
 /// `human-plus surface`: the demo sheet as a page, edited from stdin,
 /// until `quit` or Ctrl-C.
@@ -250,6 +340,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
         .as_deref()
         .ok_or_else(|| Failure::usage("--session is required without --web"))?;
     let token = read_token(args.token_file.as_deref())?;
+    let link_token = RelayToken::new(token.as_str());
     let rt = runtime()?;
     let mut builder = DemoSurface::builder(&args.relay, session, token)
         .leg(match args.transport {
@@ -293,10 +384,15 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
         }
     })?;
     let page = Arc::new(page);
+    // The person's own page shows its own link, as the web page does: the
+    // token masked until asked for (`link`), and only on this terminal,
+    // never in a log.
+    let link = ShareLink::new(&args.relay, session, &link_token, Some(TERMINAL_SURFACE_ID));
     say(&format!(
-        "The demo sheet is open in session {} at revision {}.\n{}{PAGE_HELP}",
+        "The demo sheet is open in session {} at revision {}.\n{}{}{PAGE_HELP}",
         printable(session),
         page.revision(),
+        share_link_text(&link, &args.relay),
         grid(&page.cells())
     ));
 
@@ -358,7 +454,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
                 _ = tokio::signal::ctrl_c() => break,
                 line = rx.recv() => match line {
                     Some(Some(line)) => {
-                        if !page_command(&page, &line).await {
+                        if !page_command(&page, &line, link.as_ref().ok()).await {
                             break;
                         }
                     }
@@ -381,7 +477,7 @@ pub fn surface(args: &SurfaceArgs) -> Result<(), Failure> {
 }
 
 /// Runs one typed command; false to quit.
-async fn page_command(page: &DemoSurface, line: &str) -> bool {
+async fn page_command(page: &DemoSurface, line: &str, link: Option<&ShareLink>) -> bool {
     let person = page.person();
     match parse_page_command(line) {
         PageCommand::Set(address, value) => match person.set_cell(&address, &value) {
@@ -424,6 +520,13 @@ async fn page_command(page: &DemoSurface, line: &str) -> bool {
             }
             say(&text);
         }
+        PageCommand::Link => say(&match link {
+            Some(link) => format!(
+                "Share link (it holds the token: hand it only to the agent you mean to let in):\n  {}\n",
+                link.expose()
+            ),
+            None => "No share link for this relay URL.\n".to_owned(),
+        }),
         PageCommand::Help => say(PAGE_HELP),
         PageCommand::Quit => return false,
         PageCommand::Nothing => {}
@@ -537,8 +640,74 @@ mod tests {
             .map(|(a, v)| (a.to_owned(), v.to_owned()))
             .collect();
         let g = grid(&cells);
-        assert!(g.contains("Item") && g.lines().count() == 3, "{g}");
+        assert!(g.contains("Item"), "{g}");
+        // AA1 is beyond column L: the grid says so, naming it.
+        assert_eq!(g.lines().count(), 4, "{g}");
+        assert!(
+            g.ends_with("(not shown: 1 cell beyond column L or row 50: AA1)\n"),
+            "{g}"
+        );
         assert_eq!(column_name(27), "AA");
         assert_eq!(parse_a1("AA10"), Some((10, 27)));
+
+        // Everything inside the grid: no note.
+        let inside: BTreeMap<String, String> = [("A1", "x"), ("L50", "y")]
+            .into_iter()
+            .map(|(a, v)| (a.to_owned(), v.to_owned()))
+            .collect();
+        assert!(!grid(&inside).contains("not shown"), "{}", grid(&inside));
+
+        // Many beyond: five named, then an ellipsis; a long value cut and
+        // marked.
+        let mut many: BTreeMap<String, String> = (51..=58)
+            .map(|r| (format!("A{r}"), "v".to_owned()))
+            .collect();
+        many.insert("B2".into(), "x".repeat(30));
+        let g = grid(&many);
+        assert!(
+            g.contains(
+                "(not shown: 8 cells beyond column L or row 50: A51, A52, A53, A54, A55, \u{2026})"
+            ),
+            "{g}"
+        );
+        assert!(g.contains(&format!("{}\u{2026}", "x".repeat(23))), "{g}");
+        assert!(!g.contains(&"x".repeat(24)), "{g}");
+        assert!(
+            g.ends_with("(values longer than 24 characters are cut, ending with \u{2026})\n"),
+            "{g}"
+        );
+    }
+
+    #[test]
+    fn the_share_link_shown_when_the_page_opens() {
+        let token = RelayToken::new("hp_0123456789abcdef0123456789abcdef");
+        let link = ShareLink::new(
+            "http://127.0.0.1:8787",
+            "my_session",
+            &token,
+            Some(TERMINAL_SURFACE_ID),
+        );
+        let text = share_link_text(&link, "http://127.0.0.1:8787");
+        assert!(!text.contains(token.expose()), "{text}");
+        assert!(
+            text.contains("http://127.0.0.1:8787/my_session#token=\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}&surface=sheet%3Aterminal"),
+            "{text}"
+        );
+        assert!(
+            text.contains("human-plus join --name terminal-sheet --allow-insecure-loopback --allow-unverified-egress)"),
+            "{text}"
+        );
+        let tls = ShareLink::new("https://relay.example", "my_session", &token, None);
+        let text = share_link_text(&tls, "https://relay.example");
+        assert!(
+            text.contains("human-plus join --name terminal-sheet)"),
+            "{text}"
+        );
+        // A relay URL no agent could read a link for: said, and no link.
+        let lan = ShareLink::new("http://192.168.1.5:8787", "my_session", &token, None);
+        let text = share_link_text(&lan, "http://192.168.1.5:8787");
+        assert!(text.starts_with("No share link"), "{text}");
+        assert!(!text.contains(token.expose()), "{text}");
+        assert_eq!(parse_page_command("link"), PageCommand::Link);
     }
 }

@@ -56,9 +56,18 @@ pub fn discovery_json(d: &Discovery) -> Value {
                 "description": t.description(),
                 "inputSchema": t.input_schema(),
             });
+            // MCP's spelling beside `inputSchema` (the library's JSON
+            // writes `read_only`).
             let claims = d.claims_of(t.name());
             if !claims.is_empty() {
-                tool["claims"] = json!(claims);
+                let mut c = Map::new();
+                if let Some(r) = claims.read_only {
+                    c.insert("readOnly".into(), r.into());
+                }
+                if let Some(d) = claims.destructive {
+                    c.insert("destructive".into(), d.into());
+                }
+                tool["claims"] = Value::Object(c);
             }
             tool
         })

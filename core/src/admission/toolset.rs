@@ -1,7 +1,7 @@
 //! Tool descriptors for agent frameworks: the admitted tools of an
 //! attachment as a model sees them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::admission::discovery::Discovery;
@@ -31,7 +31,28 @@ use crate::tools::tool::ToolDefinition;
 /// assert_eq!(tool.parameters.len(), 2);
 /// # Ok::<(), human_plus_core::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize)]
+///
+/// As JSON (serde), its fields as they are named:
+///
+/// ```
+/// use human_plus_core::{SurfaceTool, ToolDefinition};
+/// use serde_json::json;
+///
+/// let def = ToolDefinition::new("sheet_read", "Read.", json!({"properties": {"address": {"type": "string"}}}))?;
+/// let tool = SurfaceTool::describe(&def, &[]);
+/// assert_eq!(serde_json::to_value(&tool).unwrap(), json!({
+///     "name": "sheet_read",
+///     "description": "Read.",
+///     "parameters": {"address": {"type": "string"}},
+///     "required": [],
+///     "requires_approval": false,
+///     "input_schema": {"properties": {"address": {"type": "string"}}},
+///     "digest": def.digest(),
+/// }));
+/// assert_eq!(serde_json::from_value::<SurfaceTool>(serde_json::to_value(&tool).unwrap()).unwrap(), tool);
+/// # Ok::<(), human_plus_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SurfaceTool {
     /// The tool's name, as the surface listed it.
     pub name: String,

@@ -621,6 +621,26 @@ impl Admission {
 }
 
 /// A tool [`TrustPolicy::admit`] left out, and why.
+///
+/// As JSON (serde): `{"name", "code", "message"}`. `name` is the surface's
+/// text, exactly as it was listed (untrusted: for logs and diagnostics,
+/// never for a model); `code` says why, one of `malformed_name`,
+/// `reserved`, `not_allowed`, `duplicate` (a repeated name) and
+/// `pin_changed`; `message` is the refusal's sentence (the name escaped
+/// and bounded). Reading it back takes `name` and `code` (`message` is
+/// written, never read).
+///
+/// ```
+/// use human_plus_core::{ToolRefusal, Withheld};
+///
+/// let w = Withheld { name: "sheet_confirm_edit".into(), reason: ToolRefusal::Reserved("sheet_confirm_edit".into()) };
+/// assert_eq!(
+///     serde_json::to_string(&w)?,
+///     r#"{"name":"sheet_confirm_edit","code":"reserved","message":"Human+ tool [sheet_confirm_edit] is reserved for the human confirmation surface."}"#
+/// );
+/// assert_eq!(serde_json::from_str::<Withheld>(r#"{"name":"sheet_confirm_edit","code":"reserved"}"#)?, w);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Withheld {
     /// The tool's name, exactly as the surface sent it.
@@ -630,6 +650,69 @@ pub struct Withheld {
     /// [`ToolRefusal::NotOffered`] for a repeated name, or
     /// [`ToolRefusal::PinChanged`] when the policy withholds changed pins.
     pub reason: ToolRefusal,
+}
+
+impl Withheld {
+    /// The stable name of why it was withheld: `malformed_name`,
+    /// `reserved`, `not_allowed`, `duplicate` ([`ToolRefusal::NotOffered`]
+    /// in a listing is a repeated name) or `pin_changed`; the other
+    /// refusals, which never withhold a listed tool, by their own names
+    /// (`undeclared`, `empty_allowlist`, `over_budget`).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match &self.reason {
+            ToolRefusal::MalformedName(_) => "malformed_name",
+            ToolRefusal::Reserved(_) => "reserved",
+            ToolRefusal::NotAllowed(_) => "not_allowed",
+            ToolRefusal::NotOffered(_) => "duplicate",
+            ToolRefusal::PinChanged(_) => "pin_changed",
+            ToolRefusal::Undeclared => "undeclared",
+            ToolRefusal::EmptyAllowlist => "empty_allowlist",
+            ToolRefusal::OverBudget { .. } => "over_budget",
+        }
+    }
+}
+
+impl serde::Serialize for Withheld {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut s = serializer.serialize_struct("Withheld", 3)?;
+        s.serialize_field("name", &self.name)?;
+        s.serialize_field("code", self.code())?;
+        s.serialize_field("message", &self.reason.to_string())?;
+        s.end()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Withheld {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            name: String,
+            code: String,
+        }
+        let Wire { name, code } = Wire::deserialize(deserializer)?;
+        let reason = match code.as_str() {
+            "malformed_name" => ToolRefusal::MalformedName(name.clone()),
+            "reserved" => ToolRefusal::Reserved(name.clone()),
+            "not_allowed" => ToolRefusal::NotAllowed(name.clone()),
+            "duplicate" => ToolRefusal::NotOffered(name.clone()),
+            "pin_changed" => ToolRefusal::PinChanged(name.clone()),
+            _ => {
+                return Err(serde::de::Error::unknown_variant(
+                    &code,
+                    &[
+                        "malformed_name",
+                        "reserved",
+                        "not_allowed",
+                        "duplicate",
+                        "pin_changed",
+                    ],
+                ));
+            }
+        };
+        Ok(Withheld { name, reason })
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use url::{Host, Url};
 
 use crate::egress::proxy::{ProxyConnectRequest, ProxyCredentials, connect_request_with};
-use crate::error::{EgressRefusal, EgressRule, Error};
+use crate::error::{EgressRefusal, EgressRule, Error, RelayPathNotFound};
 use crate::invite::invitation::{RelayToken, SurfaceInvitation, is_loopback_host};
 
 /// The broker dialect's default poll path (seed 000's `outbox`).
@@ -850,6 +850,9 @@ pub struct RelayEndpoint {
     loopback_dev: bool,
     proxy: Option<ProxyAddr>,
     policy: EgressPolicy,
+    /// The relay base URL and the relay path the link did not name (see
+    /// [`SurfaceInvitation::assumed_relay_path`]).
+    assumed: Option<(String, String)>,
 }
 
 impl RelayEndpoint {
@@ -994,6 +997,9 @@ impl RelayEndpoint {
             loopback_dev,
             proxy,
             policy: policy.clone(),
+            assumed: invitation
+                .assumed_relay_path()
+                .map(|path| (invitation.relay_url().to_owned(), path.to_owned())),
         };
 
         // 5. A literal address.
@@ -1246,6 +1252,47 @@ impl RelayEndpoint {
     #[must_use]
     pub fn client_id(&self) -> &str {
         &self.client_id
+    }
+
+    /// What a relay failure means for this endpoint: a 404
+    /// ([`Error::RelayFailed`]) when the invitation's relay path was
+    /// assumed ([`SurfaceInvitation::assumed_relay_path`]) is
+    /// [`Error::RelayPathNotFound`], naming the path and the option that
+    /// changes it; anything else is returned as it is. On the Fancy relay a
+    /// 404 means only that no route matched (an unknown session is 410), so
+    /// a wrong relay path is what it points at, on the first exchange or
+    /// any later one.
+    ///
+    /// ```
+    /// use human_plus_core::{EgressPolicy, Error, LinkOptions, RelayEndpoint, SurfaceInvitation};
+    ///
+    /// let policy = EgressPolicy::new(["app.example"]).allow_unverified_egress(true);
+    /// let token = "0123456789abcdef0123456789abcdef";
+    /// let page = SurfaceInvitation::from_link(
+    ///     &format!("https://app.example/board#session=S1_abcd&token={token}"),
+    ///     &LinkOptions::default(),
+    /// )?;
+    /// let ep = RelayEndpoint::new(&page, "c1", &policy)?;
+    /// let e = ep.explain(Error::RelayFailed { status: 404 });
+    /// assert!(matches!(&e, Error::RelayPathNotFound(n) if n.relay_path() == "agent-relay"));
+    /// assert_eq!(ep.explain(Error::RelayFailed { status: 502 }), Error::RelayFailed { status: 502 });
+    ///
+    /// let named = SurfaceInvitation::from_link(
+    ///     &format!("https://app.example/agent-relay/S1_abcd#token={token}"),
+    ///     &LinkOptions::default(),
+    /// )?;
+    /// let ep = RelayEndpoint::new(&named, "c1", &policy)?;
+    /// assert_eq!(ep.explain(Error::RelayFailed { status: 404 }), Error::RelayFailed { status: 404 });
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn explain(&self, error: Error) -> Error {
+        match (&error, &self.assumed) {
+            (Error::RelayFailed { status: 404 }, Some((url, path))) => {
+                Error::RelayPathNotFound(RelayPathNotFound::new(url, path))
+            }
+            _ => error,
+        }
     }
 
     /// Which kept connections a request of this endpoint may use: see

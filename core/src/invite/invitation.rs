@@ -83,6 +83,11 @@ pub struct SurfaceInvitation {
     surface_id: String,
     application: String,
     allow_insecure_loopback: bool,
+    /// The relay path, when the link did not name it and it was assumed
+    /// (a page link); not written when `None`, so records with and without
+    /// it read each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    assumed_relay_path: Option<String>,
 }
 
 /// The serialised form, validated again on the way in.
@@ -95,21 +100,52 @@ struct InvitationWire {
     application: String,
     #[serde(default)]
     allow_insecure_loopback: bool,
+    #[serde(default)]
+    assumed_relay_path: Option<String>,
 }
 
 impl TryFrom<InvitationWire> for SurfaceInvitation {
     type Error = Error;
 
     fn try_from(w: InvitationWire) -> Result<Self, Error> {
-        SurfaceInvitation::build(
+        let invitation = SurfaceInvitation::build(
             w.relay_url,
             w.session_id,
             w.token,
             w.surface_id,
             w.application,
             w.allow_insecure_loopback,
-        )
+        )?;
+        match w.assumed_relay_path {
+            Some(path) if !is_relay_path(&path) => Err(Error::InvalidInvitation(
+                InvitationError::Link(crate::error::LinkRefusal::RelayPath),
+            )),
+            path => Ok(SurfaceInvitation {
+                assumed_relay_path: path,
+                ..invitation
+            }),
+        }
     }
+}
+
+/// The longest relay path, in bytes (segments of at most 64).
+pub const MAX_RELAY_PATH_BYTES: usize = 256;
+
+/// A relay path as [`crate::LinkOptions::relay_path`] keeps it: empty, or
+/// segments of `[A-Za-z0-9._~-]{1,64}` (not `.` or `..`) separated by `/`,
+/// at most [`MAX_RELAY_PATH_BYTES`], no surrounding slash.
+pub(crate) fn is_relay_path(path: &str) -> bool {
+    path.is_empty()
+        || (path.len() <= MAX_RELAY_PATH_BYTES && path.split('/').all(is_relay_path_segment))
+}
+
+/// One relay path segment: `[A-Za-z0-9._~-]{1,64}`, not `.` or `..`.
+pub(crate) fn is_relay_path_segment(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
 }
 
 impl SurfaceInvitation {
@@ -202,7 +238,15 @@ impl SurfaceInvitation {
             surface_id,
             application,
             allow_insecure_loopback,
+            assumed_relay_path: None,
         })
+    }
+
+    /// The same invitation, remembering that its relay path was not in the
+    /// link but assumed (`path`, already checked as a relay path).
+    pub(crate) fn with_assumed_relay_path(mut self, path: &str) -> Self {
+        self.assumed_relay_path = Some(path.to_owned());
+        self
     }
 
     /// The relay's base URL, as given.
@@ -239,6 +283,37 @@ impl SurfaceInvitation {
     #[must_use]
     pub fn allow_insecure_loopback(&self) -> bool {
         self.allow_insecure_loopback
+    }
+
+    /// The relay path (without surrounding slashes; empty for the page's
+    /// origin itself) when the invitation came from a page link
+    /// (`#session=`, `?session=`), which does not name where its relay
+    /// lives: the path was then assumed from
+    /// [`LinkOptions::relay_path`](crate::LinkOptions::relay_path). A 404
+    /// from the relay is then [`Error::RelayPathNotFound`], which names the
+    /// path and the option. `None` for an invitation built from its parts
+    /// or read from a link that names its relay (a relay session URL, the
+    /// JSON invitation).
+    ///
+    /// ```
+    /// use human_plus_core::{LinkOptions, SurfaceInvitation};
+    ///
+    /// let token = "0123456789abcdef0123456789abcdef";
+    /// let page = SurfaceInvitation::from_link(
+    ///     &format!("https://app.example/board#session=S1_abcd&token={token}"),
+    ///     &LinkOptions::default(),
+    /// )?;
+    /// assert_eq!(page.assumed_relay_path(), Some("agent-relay"));
+    /// let relay = SurfaceInvitation::from_link(
+    ///     &format!("https://app.example/agent-relay/S1_abcd#token={token}"),
+    ///     &LinkOptions::default(),
+    /// )?;
+    /// assert_eq!(relay.assumed_relay_path(), None);
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn assumed_relay_path(&self) -> Option<&str> {
+        self.assumed_relay_path.as_deref()
     }
 }
 

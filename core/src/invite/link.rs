@@ -45,13 +45,16 @@
 //! policy must still declare them. The token is redacted in `Debug`, and no
 //! refusal quotes any part of the link.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::Deserialize;
 
 use crate::error::{Error, InvitationError, LinkRefusal};
-use crate::invite::invitation::{RelayToken, SurfaceInvitation, is_valid_session_id};
+use crate::invite::invitation::{
+    RelayToken, SurfaceInvitation, is_relay_path, is_relay_path_segment as is_path_segment,
+    is_valid_session_id,
+};
 use crate::values::plain::{PLAIN_IDENTIFIER_MAX, is_plain_identifier};
 
 /// The relay path a share link's relay lives under, below the page's
@@ -69,9 +72,6 @@ pub const MAX_LINK_TOKEN_BYTES: usize = 512;
 /// The longest surface id or application name a JSON invitation may carry,
 /// in bytes.
 pub const MAX_LINK_LABEL_BYTES: usize = 256;
-
-/// The longest relay path, in bytes (segments of at most 64).
-pub const MAX_RELAY_PATH_BYTES: usize = 256;
 
 /// The route names a relay session URL may end with; they are dropped.
 pub const RELAY_ROUTE_SUFFIXES: [&str; 4] = ["inbox", "events", "outbox", "poll"];
@@ -187,9 +187,7 @@ impl LinkOptions {
     /// other path.
     pub fn relay_path(mut self, path: &str) -> Result<Self, Error> {
         let trimmed = path.trim_matches('/');
-        if trimmed.len() > MAX_RELAY_PATH_BYTES
-            || (!trimmed.is_empty() && !trimmed.split('/').all(is_path_segment))
-        {
+        if !is_relay_path(trimmed) {
             return Err(refuse(LinkRefusal::RelayPath));
         }
         trimmed.clone_into(&mut self.relay_path);
@@ -254,6 +252,8 @@ pub struct InvitationLink {
     surface_id: Option<String>,
     application: Option<String>,
     notes: Vec<LinkNote>,
+    /// The relay path taken from the options, for a page link.
+    assumed_relay_path: Option<String>,
 }
 
 impl fmt::Debug for InvitationLink {
@@ -453,7 +453,9 @@ impl InvitationLink {
                 LinkForm::Query
             };
             let surface = link_label(params.surface)?;
-            return Self::finish(form, relay_url, &parsed, session, token, surface, None);
+            let mut link = Self::finish(form, relay_url, &parsed, session, token, surface, None)?;
+            link.assumed_relay_path = Some(options.relay_path.clone());
+            return Ok(link);
         }
         // A relay session URL: `/<relay path...>/<session>[/<route>]`.
         let mut segments = path_segments(parsed.path)?;
@@ -521,6 +523,7 @@ impl InvitationLink {
             surface_id,
             application,
             notes,
+            assumed_relay_path: None,
         })
     }
 
@@ -536,6 +539,15 @@ impl InvitationLink {
     #[must_use]
     pub fn form(&self) -> LinkForm {
         self.form
+    }
+
+    /// The relay path the relay URL was built with when the link does not
+    /// name one (the fragment and query forms: the relay is the page's
+    /// origin under [`LinkOptions::relay_path`]); `None` for a relay
+    /// session URL and the JSON, which name their relay.
+    #[must_use]
+    pub fn assumed_relay_path(&self) -> Option<&str> {
+        self.assumed_relay_path.as_deref()
     }
 
     /// The relay's base URL: `{base}/{session}/inbox` and the other routes
@@ -663,7 +675,7 @@ impl InvitationLink {
             .or(self.application)
             .unwrap_or_else(|| "human-plus".to_owned());
         let token = self.token.expose().to_owned();
-        if self.insecure_loopback {
+        let invitation = if self.insecure_loopback {
             SurfaceInvitation::new_insecure_loopback(
                 self.relay_url,
                 self.session_id,
@@ -673,6 +685,200 @@ impl InvitationLink {
             )
         } else {
             SurfaceInvitation::new(self.relay_url, self.session_id, token, surface, application)
+        }?;
+        Ok(match &self.assumed_relay_path {
+            Some(path) => invitation.with_assumed_relay_path(path),
+            None => invitation,
+        })
+    }
+}
+
+impl SurfaceInvitation {
+    /// The invitation a person's share link holds, in one call:
+    /// [`InvitationLink::parse`] with `options`, then
+    /// [`InvitationLink::into_invitation`] with the link's own surface id
+    /// and application (else `HOST/SESSION` and `human-plus`). Every form
+    /// is read (the page's fragment and query links, a relay session URL,
+    /// the web page's JSON), with the link's strictness; nothing is sent.
+    ///
+    /// `options` holds everything about reading links: the relay path a
+    /// page link's relay lives under ([`LinkOptions::relay_path`], default
+    /// `agent-relay`) and plain `http` to a loopback relay for local
+    /// development ([`LinkOptions::allow_insecure_loopback`]). The link
+    /// never implies egress: the manager's [`crate::EgressPolicy`] must
+    /// still declare the relay's host and port. When a page link's relay
+    /// is not under the assumed path, the first operation fails with
+    /// [`Error::RelayPathNotFound`], which says so.
+    ///
+    /// Use [`InvitationLink::parse`] instead to see the relay's host and
+    /// port before attaching, to name the surface yourself, or to read
+    /// [`InvitationLink::notes`].
+    ///
+    /// ```
+    /// use human_plus_core::{EgressPolicy, LinkOptions, SurfaceInvitation};
+    ///
+    /// // What a person hands over: a page link (its relay under /agent-relay).
+    /// let link = "https://app.example/board#session=S1_abcd&token=0123456789abcdef0123456789abcdef";
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// assert_eq!(invitation.relay_url(), "https://app.example/agent-relay");
+    /// assert_eq!(invitation.surface_id(), "app.example/S1_abcd");
+    ///
+    /// // A relay mounted elsewhere, and local development (plain http on loopback).
+    /// let options = LinkOptions::default().relay_path("share")?.allow_insecure_loopback(true);
+    /// let local = SurfaceInvitation::from_link(
+    ///     "http://127.0.0.1:8787/board#session=S1_abcd&token=0123456789abcdef0123456789abcdef",
+    ///     &options,
+    /// )?;
+    /// assert_eq!(local.relay_url(), "http://127.0.0.1:8787/share");
+    /// // ... and the egress policy that lets a manager reach it:
+    /// let egress = EgressPolicy::new(["127.0.0.1"]).allow_ports([8787]).allow_unverified_egress(true);
+    /// # let _ = egress;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInvitation`] naming the rule the link broke
+    /// ([`InvitationError::Link`]); the message never quotes the link.
+    pub fn from_link(link: &str, options: &LinkOptions) -> Result<SurfaceInvitation, Error> {
+        InvitationLink::parse(link, options)?.into_invitation(None, None)
+    }
+}
+
+/// What a page shows where the token goes while it is hidden, as the web
+/// page masks it until Show.
+pub const MASKED_TOKEN: &str = "\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}";
+
+/// The share link a page shows a person to hand to an agent: the relay's
+/// own session URL, with the token (and the surface id) in the fragment,
+/// as Human+'s web page writes it:
+///
+/// ```text
+/// {relay}/{session}#token={token}&surface={surface id}
+/// ```
+///
+/// `{relay}` is the relay base URL (its prefix included, no trailing
+/// `/`), and the fragment is form-encoded as `URLSearchParams` writes it
+/// (`token` first, then `surface` when given). A fragment is never sent to
+/// a server. It is the inverse of [`InvitationLink::parse`]: a link is
+/// built only when reading it back gives the same relay, session, token
+/// and surface id, so every link written here is one an agent can use.
+///
+/// It holds the token: it has no `Display`, its `Debug` shows it masked,
+/// and [`ShareLink::expose`] is for the person's own page alone (what the
+/// web page shows after Show).
+///
+/// ```
+/// use human_plus_core::{InvitationLink, LinkOptions, RelayToken, ShareLink};
+///
+/// let token = RelayToken::new("hp_0123456789abcdef0123456789abcdef");
+/// let link = ShareLink::new("http://127.0.0.1:8787/agent-relay/", "S1_abcd", &token, Some("sheet:terminal"))?;
+/// assert_eq!(
+///     link.expose(),
+///     "http://127.0.0.1:8787/agent-relay/S1_abcd#token=hp_0123456789abcdef0123456789abcdef&surface=sheet%3Aterminal"
+/// );
+/// assert_eq!(
+///     link.masked(),
+///     "http://127.0.0.1:8787/agent-relay/S1_abcd#token=\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}\u{2022}&surface=sheet%3Aterminal"
+/// );
+/// assert!(!format!("{link:?}").contains("0123456789abcdef"));
+///
+/// // What an agent reads from it:
+/// let read = InvitationLink::parse(link.expose(), &LinkOptions::default().allow_insecure_loopback(true))?;
+/// assert_eq!((read.relay_url(), read.session_id()), ("http://127.0.0.1:8787/agent-relay", "S1_abcd"));
+/// assert_eq!(read.surface_id(), Some("sheet:terminal"));
+/// # Ok::<(), human_plus_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ShareLink {
+    text: String,
+    /// Where the (encoded) token lies in `text`.
+    token_at: std::ops::Range<usize>,
+}
+
+impl fmt::Debug for ShareLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ShareLink").field(&self.masked()).finish()
+    }
+}
+
+impl ShareLink {
+    /// The share link of `session_id` on the relay at `relay_url` (a base
+    /// URL: `https://`, or `http://` to a loopback host; a trailing `/` is
+    /// dropped), with `token` and, when given, `surface_id`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInvitation`] when the parts do not make a link that
+    /// reads back to them: a relay URL [`InvitationLink::parse`] refuses
+    /// (another scheme, plain `http` to a host that is not loopback, a
+    /// query, a fragment, userinfo, ...), a malformed session id or token,
+    /// or a surface id that is not a plain identifier
+    /// ([`LinkRefusal::Label`]).
+    pub fn new(
+        relay_url: &str,
+        session_id: &str,
+        token: &RelayToken,
+        surface_id: Option<&str>,
+    ) -> Result<ShareLink, Error> {
+        let relay = relay_url.strip_suffix('/').unwrap_or(relay_url);
+        if relay.contains(['?', '#']) {
+            return Err(refuse(LinkRefusal::RelayUrl));
+        }
+        if surface_id.is_some_and(|s| !is_plain_identifier(s)) {
+            return Err(refuse(LinkRefusal::Label));
+        }
+        let mut text = format!("{relay}/{session_id}#token=");
+        let start = text.len();
+        form_encode(&mut text, token.expose());
+        let token_at = start..text.len();
+        if let Some(surface) = surface_id {
+            text.push_str("&surface=");
+            form_encode(&mut text, surface);
+        }
+        let read =
+            InvitationLink::parse(&text, &LinkOptions::default().allow_insecure_loopback(true))?;
+        if read.form() != LinkForm::RelaySession
+            || read.relay_url() != relay
+            || read.session_id() != session_id
+            || read.token() != token
+            || read.surface_id() != surface_id
+        {
+            return Err(refuse(LinkRefusal::RelayUrl));
+        }
+        Ok(ShareLink { text, token_at })
+    }
+
+    /// The link with the token, for the person's own page to show (and
+    /// for nothing else: never a log line, never a command line).
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.text
+    }
+
+    /// The link with the token replaced by [`MASKED_TOKEN`], to show
+    /// until the person asks for the whole link.
+    #[must_use]
+    pub fn masked(&self) -> String {
+        let mut out = String::with_capacity(self.text.len());
+        out.push_str(self.text.get(..self.token_at.start).unwrap_or_default());
+        out.push_str(MASKED_TOKEN);
+        out.push_str(self.text.get(self.token_at.end..).unwrap_or_default());
+        out
+    }
+}
+
+/// Appends `value` form-encoded as `URLSearchParams` writes it: ASCII
+/// letters, digits and `*-._` as they are, a space as `+`, every other
+/// byte as `%XX` (uppercase).
+fn form_encode(out: &mut String, value: &str) {
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                out.push(char::from(b));
+            }
+            b' ' => out.push('+'),
+            _ => {
+                let _ = write!(out, "%{b:02X}");
+            }
         }
     }
 }
@@ -685,15 +891,6 @@ fn is_link_byte(b: u8) -> bool {
             b,
             b'\\' | b'"' | b'<' | b'>' | b'^' | b'`' | b'{' | b'|' | b'}'
         )
-}
-
-/// One relay path segment: `[A-Za-z0-9._~-]{1,64}`, not `.` or `..`.
-fn is_path_segment(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && s != "."
-        && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
 }
 
 /// The non-empty segments of a path (`""` and `"/"` have none); an empty
@@ -1433,6 +1630,168 @@ mod tests {
         }
         assert_eq!(opts().relay_path("a/b").unwrap().relay_path_str(), "a/b");
         assert_eq!(opts().relay_path("").unwrap().relay_path_str(), "");
+    }
+
+    #[test]
+    fn a_page_link_remembers_its_assumed_relay_path() {
+        let page = format!("https://x.test/board#session=S1_abcd&token={T}");
+        let query = format!("https://x.test/board?session=S1_abcd&token={T}");
+        for (text, path) in [(&page, "agent-relay"), (&query, "agent-relay")] {
+            assert_eq!(parse(text).unwrap().assumed_relay_path(), Some(path));
+            let inv = SurfaceInvitation::from_link(text, &opts()).unwrap();
+            assert_eq!(inv.assumed_relay_path(), Some(path), "{text}");
+            assert_eq!(inv.relay_url(), "https://x.test/agent-relay");
+        }
+        let root = opts().relay_path("/").unwrap();
+        let inv = SurfaceInvitation::from_link(&page, &root).unwrap();
+        assert_eq!(
+            (inv.relay_url(), inv.assumed_relay_path()),
+            ("https://x.test", Some(""))
+        );
+        // A link that names its relay assumes nothing.
+        for text in [
+            format!("https://x.test/agent-relay/S1_abcd#token={T}"),
+            format!("https://x.test/agent-relay/S1_abcd/events?token={T}"),
+            format!(r#"{{"relay":"https://x.test/r","session":"S1_abcd","token":"{T}"}}"#),
+        ] {
+            assert_eq!(parse(&text).unwrap().assumed_relay_path(), None, "{text}");
+            let inv = SurfaceInvitation::from_link(&text, &opts()).unwrap();
+            assert_eq!(inv.assumed_relay_path(), None, "{text}");
+        }
+        // `from_link` is `parse` then `into_invitation(None, None)`.
+        assert_eq!(
+            SurfaceInvitation::from_link(&page, &opts()).unwrap(),
+            parse(&page).unwrap().into_invitation(None, None).unwrap()
+        );
+        assert_eq!(
+            SurfaceInvitation::from_link("https://x.test/#session=S1_abcd", &opts()),
+            Err(refuse(LinkRefusal::NoToken))
+        );
+    }
+
+    #[test]
+    fn the_assumed_relay_path_is_kept_with_the_record() {
+        let page = format!("https://x.test/board#session=S1_abcd&token={T}");
+        let inv = SurfaceInvitation::from_link(&page, &opts().relay_path("a/b").unwrap()).unwrap();
+        let json = serde_json::to_value(&inv).unwrap();
+        assert_eq!(json["assumed_relay_path"], "a/b");
+        let back: SurfaceInvitation = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, inv);
+        // A record written before the field (or for a link that named its
+        // relay) has none, and reads as none.
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("assumed_relay_path");
+        let back: SurfaceInvitation = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(back.assumed_relay_path(), None);
+        assert_eq!(serde_json::to_value(&back).unwrap(), old);
+        // A path no link option could hold is refused, as the rest is.
+        for bad in ["../up", "a//b", "/a", "a b"] {
+            let mut forged = json.clone();
+            forged["assumed_relay_path"] = bad.into();
+            assert!(
+                serde_json::from_value::<SurfaceInvitation>(forged).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn share_links_read_back_to_their_parts() {
+        let token = RelayToken::new(format!("{T}+/=%&#*~"));
+        let link = ShareLink::new(
+            "https://r.example/p/q/",
+            "S1_abcd",
+            &token,
+            Some("sheet:web"),
+        )
+        .unwrap();
+        assert_eq!(
+            link.expose(),
+            format!(
+                "https://r.example/p/q/S1_abcd#token={T}%2B%2F%3D%25%26%23*%7E&surface=sheet%3Aweb"
+            )
+        );
+        assert!(!link.masked().contains(T));
+        assert!(
+            link.masked()
+                .contains(&format!("#token={MASKED_TOKEN}&surface="))
+        );
+        let read = parse(link.expose()).unwrap();
+        assert_eq!(read.form(), LinkForm::RelaySession);
+        assert_eq!(read.relay_url(), "https://r.example/p/q");
+        // The same as the web page writes, without a surface id too.
+        let plain =
+            ShareLink::new("https://r.example", "S1_abcd", &RelayToken::new(T), None).unwrap();
+        assert_eq!(
+            plain.expose(),
+            format!("https://r.example/S1_abcd#token={T}")
+        );
+        // Refused: what would not read back.
+        for (relay, session, surface) in [
+            ("http://r.example", "S1_abcd", None),
+            ("ftp://r.example", "S1_abcd", None),
+            ("https://r.example?x=1", "S1_abcd", None),
+            ("https://u@r.example", "S1_abcd", None),
+            ("https://r.example", "S1", None),
+            ("https://r.example", "events", None),
+            ("https://r.example", "S1_abcd", Some("sheet one")),
+        ] {
+            assert!(
+                ShareLink::new(relay, session, &RelayToken::new(T), surface).is_err(),
+                "{relay} {session} {surface:?}"
+            );
+        }
+        assert!(
+            ShareLink::new(
+                "https://r.example",
+                "S1_abcd",
+                &RelayToken::new("short"),
+                None
+            )
+            .is_err()
+        );
+        assert!(
+            ShareLink::new(
+                "http://localhost:8787",
+                "S1_abcd",
+                &RelayToken::new(T),
+                None
+            )
+            .is_ok()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn a_share_link_always_reads_back(
+            token in "[!-~]{16,64}",
+            session in "[A-Za-z0-9_-]{4,64}",
+            surface in proptest::option::of("[A-Za-z0-9._:/+=#@-]{1,64}"),
+            path in proptest::option::of("[a-z0-9-]{1,8}(/[a-z0-9._~-]{1,8}){0,2}"),
+        ) {
+            let relay = match &path {
+                Some(p) => format!("https://r.example/{p}"),
+                None => "https://r.example".to_owned(),
+            };
+            let token = RelayToken::new(token);
+            match ShareLink::new(&relay, &session, &token, surface.as_deref()) {
+                Ok(link) => {
+                    let read = parse(link.expose()).unwrap();
+                    prop_assert_eq!(read.relay_url(), relay.as_str());
+                    prop_assert_eq!(read.session_id(), session.as_str());
+                    prop_assert_eq!(read.token(), &token);
+                    prop_assert_eq!(read.surface_id(), surface.as_deref());
+                    let head = format!("{relay}/{session}#token={MASKED_TOKEN}");
+                    prop_assert!(link.masked().starts_with(&head));
+                }
+                // Only a session id that reads as a route, or a path
+                // segment that is a dot segment, is refused.
+                Err(_) => prop_assert!(
+                    RELAY_ROUTE_SUFFIXES.contains(&session.as_str())
+                        || path.as_deref().is_some_and(|p| p.split('/').any(|s| s == "." || s == ".."))
+                ),
+            }
+        }
     }
 
     proptest! {

@@ -516,7 +516,8 @@ pub const REJOINED_NOTE: &str = "<human-plus-note>The connection to this surface
 pub const RECONNECTED_NOTE: &str = "<human-plus-note>The connection to this surface was lost and has been made again on the same session. The surface may have changed meanwhile: read again before you write.</human-plus-note>";
 
 /// What was seen on a leg that Human+ acts on, since it was last reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// As JSON (serde): `{"list_changed", "person_active"}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Seen {
     /// A `notifications/tools/list_changed` arrived.
     pub list_changed: bool,
@@ -1199,6 +1200,8 @@ impl Exchange {
         if self.result.is_some() {
             return;
         }
+        // A 404 under a relay path the link did not name says so.
+        let result = result.map_err(|e| io.endpoint.explain(e));
         if let Some(id) = self.post_id() {
             // A reply is proof the POST was delivered: let its answer come,
             // so its connection is kept. Otherwise it must not go on.

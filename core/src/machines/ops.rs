@@ -215,7 +215,11 @@ struct Found {
 }
 
 /// The result of a tool call.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// As JSON (serde): `{"text", "pinned", "revision", "revision_refused"}`,
+/// each revision `{"token", "observed_from"}` or `null`; the crate
+/// documentation's "Results as JSON" shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CallResult {
     /// The result text, bounded and framed as untrusted data.
     pub text: String,

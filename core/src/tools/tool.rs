@@ -28,8 +28,11 @@ pub const DIGEST_PREFIX: &str = "sha256:";
 /// `annotations`, `outputSchema`, ...) are dropped: nothing the surface
 /// says about its own tools may widen trust, and they are not pin material.
 ///
-/// On the wire (serde) it is `{"name", "description", "inputSchema"}`;
-/// deserializing applies [`ToolDefinition::from_listing`]'s rules.
+/// On the wire (serde) it is `{"name", "description", "inputSchema"}`,
+/// MCP's own names for a tool (what saved profiles and pins files hold);
+/// deserializing applies [`ToolDefinition::from_listing`]'s rules. A
+/// [`Discovery`](crate::Discovery) writes its tools in snake_case, with
+/// their digests.
 ///
 /// ```
 /// use human_plus_core::ToolDefinition;
@@ -280,11 +283,23 @@ impl TryFrom<Value> for ToolDefinition {
 /// let odd = ToolClaims::from_listing(&json!({"annotations": {"readOnlyHint": "yes"}}));
 /// assert!(odd.is_empty());
 /// ```
+///
+/// As JSON (serde): `{"read_only", "destructive"}`, each only when claimed
+/// (`readOnly` is read too).
+///
+/// ```
+/// use human_plus_core::ToolClaims;
+///
+/// let claims = ToolClaims { read_only: Some(false), destructive: Some(true) };
+/// assert_eq!(serde_json::to_string(&claims)?, r#"{"read_only":false,"destructive":true}"#);
+/// assert_eq!(serde_json::to_string(&ToolClaims::default())?, "{}");
+/// assert_eq!(serde_json::from_str::<ToolClaims>(r#"{"readOnly":false,"destructive":true}"#)?, claims);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ToolClaims {
     /// `annotations.readOnlyHint`, when it is a boolean.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, alias = "readOnly", skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
     /// `annotations.destructiveHint`, when it is a boolean.
     #[serde(default, skip_serializing_if = "Option::is_none")]
