@@ -948,7 +948,8 @@ fn on_a_silent_page_only_the_first_call_waits(runtime: &str) {
         // The timeout's words; what happened to this very call is said
         // truthfully (the first was sent and may have been applied, these
         // were not sent).
-        let said = "The surface did not answer within 3 s: its page may be closed or not responding.";
+        let said =
+            "The surface did not answer within 3 s: its page may be closed or not responding.";
         assert!(text(&first).contains(said), "{}", text(&first));
         assert!(text(&r).contains(said), "{}", text(&r));
         assert!(

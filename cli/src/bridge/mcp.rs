@@ -1116,8 +1116,7 @@ impl Shared {
     /// timeout, that it went silent; any other answer, that it is not
     /// (a relay that cannot be reached is not a silent page).
     fn heard<T>(&self, result: &Result<T, Error>) {
-        lock(&self.state).silent =
-            matches!(result, Err(Error::Timeout | Error::CallTimeout(_)));
+        lock(&self.state).silent = matches!(result, Err(Error::Timeout | Error::CallTimeout(_)));
     }
 
     /// After an exchange with the current session timed out, asks its page

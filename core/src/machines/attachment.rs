@@ -173,6 +173,57 @@ impl SurfaceAttachment {
         }
     }
 
+    /// A new record whose id is derived from `owner` and a key the caller
+    /// chooses (a conversation id, a job's thread): [`keyed_attachment_id`].
+    /// Attaching again under the same owner and key finds the same record,
+    /// so a service needs no map of its own from its conversations to
+    /// attachments. The client id is drawn from `entropy`, as
+    /// [`SurfaceAttachment::mint`] draws it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidAttachment`] for a key that is empty or longer than
+    /// 256 bytes.
+    pub fn mint_keyed(
+        owner: OwnerKey,
+        key: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+        entropy: &mut dyn Entropy,
+    ) -> Result<Self, Error> {
+        let id = keyed_attachment_id(&owner, key)?;
+        let mut record = SurfaceAttachment::mint(owner, invitation, participant, entropy);
+        record.id = id;
+        Ok(record)
+    }
+
+    /// Takes the place of `previous`, a record stored under the same id
+    /// (an ended attachment, or one to another session, replaced by a new
+    /// one under the same key): the generation continues from it, so a
+    /// worker still holding `previous` can never write over this record
+    /// (its compare-and-set expects a generation this record never had).
+    /// Nothing else is taken over; see [`SurfaceAttachment::carry_over`]
+    /// for the same session.
+    pub fn succeed(&mut self, previous: &SurfaceAttachment) {
+        self.generation = previous.generation.saturating_add(1);
+    }
+
+    /// What a service may show or send on about this attachment, without
+    /// the relay token: see [`AttachmentSummary`].
+    #[must_use]
+    pub fn summary(&self) -> AttachmentSummary {
+        AttachmentSummary {
+            id: self.id.clone(),
+            state: self.state,
+            relay_url: self.invitation.relay_url().to_owned(),
+            session_id: self.invitation.session_id().to_owned(),
+            surface_id: self.invitation.surface_id().to_owned(),
+            participant_id: self.participant.id.clone(),
+            revision: self.revision.as_ref().map(|r| r.token().to_owned()),
+            conflict_detection: self.conflict_detection,
+            change_feed: self.change_feed,
+        }
+    }
+
     /// The attachment id. It locates state; it is not a credential.
     #[must_use]
     pub fn id(&self) -> &str {
@@ -467,6 +518,84 @@ impl SurfaceAttachment {
         self.change_feed = ChangeFeed::Attributed;
         self.bump()
     }
+}
+
+/// The most bytes of a key [`keyed_attachment_id`] takes.
+pub const MAX_ATTACHMENT_KEY_BYTES: usize = 256;
+
+/// The attachment id of `owner`'s attachment under `key`: `surface_` and
+/// 24 hex of SHA-256 over a version tag, the owner's key and `key` (each
+/// length-prefixed). The same owner and key give the same id; another
+/// owner's key, or another key, another id. The id locates state and is
+/// no credential: every operation still checks the owner.
+///
+/// ```
+/// use human_plus_core::{OwnerKey, keyed_attachment_id};
+///
+/// let owner = OwnerKey::of("tenant:7")?;
+/// let id = keyed_attachment_id(&owner, "conversation-42")?;
+/// assert!(id.starts_with("surface_") && id.len() == 32);
+/// assert_eq!(id, keyed_attachment_id(&owner, "conversation-42")?);
+/// assert_ne!(id, keyed_attachment_id(&OwnerKey::of("tenant:8")?, "conversation-42")?);
+/// assert!(keyed_attachment_id(&owner, "").is_err());
+/// # Ok::<(), human_plus_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidAttachment`] for an empty key or one over
+/// [`MAX_ATTACHMENT_KEY_BYTES`].
+pub fn keyed_attachment_id(owner: &OwnerKey, key: &str) -> Result<String, Error> {
+    use sha2::{Digest, Sha256};
+    if key.is_empty() || key.len() > MAX_ATTACHMENT_KEY_BYTES {
+        return Err(Error::InvalidAttachment);
+    }
+    let mut hash = Sha256::new();
+    hash.update(b"human-plus attachment key v1\0");
+    for part in [owner.as_str(), key] {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part.as_bytes());
+    }
+    let digest = hash.finalize();
+    Ok(format!("surface_{}", crate::entropy::hex(&digest[..12])))
+}
+
+/// What a service may show, log or send on about an attachment: its id,
+/// state, where it is attached and what has been observed there — never
+/// the relay token (a [`SurfaceAttachment`]'s own JSON is the store's
+/// record, token included: never send it on).
+///
+/// ```
+/// use human_plus_core::*;
+///
+/// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "sheet:one", "Demo")?;
+/// let a = SurfaceAttachment::mint(OwnerKey::of("o")?, inv, Participant::new("agent-1", "A", "#000"), &mut SeededEntropy::new(1));
+/// let json = serde_json::to_value(a.summary()).unwrap();
+/// assert_eq!(json["session_id"], "demo_001");
+/// assert_eq!(json["state"], "attached");
+/// assert_eq!(json["revision"], serde_json::Value::Null);
+/// assert!(!json.to_string().contains("0123456789abcdef"));
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentSummary {
+    /// The attachment id.
+    pub id: String,
+    /// Its lifecycle state.
+    pub state: AttachmentState,
+    /// The relay's base URL (it holds no token).
+    pub relay_url: String,
+    /// The relay session.
+    pub session_id: String,
+    /// The surface id (provenance of framed results).
+    pub surface_id: String,
+    /// The participant id the agent joined as.
+    pub participant_id: String,
+    /// The revision the next call is pinned to, if any.
+    pub revision: Option<String>,
+    /// What has been observed of the surface's conflict detection.
+    pub conflict_detection: ConflictDetection,
+    /// What has been observed of the surface's change feed.
+    pub change_feed: ChangeFeed,
 }
 
 /// The fingerprint of a call: `sha256:` and 32 hex of SHA-256 over the
