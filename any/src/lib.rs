@@ -285,7 +285,7 @@ struct Run<D: Driver, S, X> {
     records: InMemoryAttachmentStore,
 }
 
-impl<D: Driver, S: AsyncAttachmentStore, X: Exec> Agent for Run<D, S, X> {
+impl<D: Driver, S: AsyncAttachmentStore + 'static, X: Exec> Agent for Run<D, S, X> {
     fn runtime(&self) -> RuntimeKind {
         self.kind
     }

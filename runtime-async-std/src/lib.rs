@@ -160,6 +160,22 @@ impl Driver for AsyncIo {
     async fn sleep(wait: Duration) {
         Timer::after(wait).await;
     }
+
+    fn close_idle(&self) {
+        let idle = std::mem::take(
+            &mut *self
+                .ctx
+                .lingering
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(idle);
+        self.ctx
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
 }
 
 #[cfg(test)]
@@ -208,6 +224,7 @@ mod tests {
         drop(assert_send(hp.detach(&owner, "a")));
         drop(assert_send(hp.status(&owner, "a")));
         drop(assert_send(hp.conflict_detection(&owner, "a")));
+        drop(assert_send(hp.shutdown()));
         let missing = futures_lite::future::block_on(hp.status(&owner, "a")).unwrap_err();
         assert_eq!(missing, Error::AttachmentMissing);
     }

@@ -199,4 +199,17 @@ impl Driver for Blocking {
     async fn drive<T: OperationOutput + Send>(&self, run: Drive<T, Self>) -> Driven<T, Self> {
         Ok(drive(&self.net, run.op, run.stream))
     }
+
+    fn close_idle(&self) {
+        // Each key's ureq agent holds its kept connections (and its
+        // connector those opened ahead): dropped, they close.
+        let agents = std::mem::take(
+            &mut *self
+                .net
+                .agents
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(agents);
+    }
 }

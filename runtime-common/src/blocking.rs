@@ -95,6 +95,14 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
     ) -> Result<LockGuard, Error> {
         self.store.lock(id, lease, wait)
     }
+
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.store.renew(guard, lease)
+    }
+
+    async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.store.release(guard)
+    }
 }
 
 /// The Human+ manager for blocking code: attaches an agent to surfaces and
@@ -105,6 +113,12 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
 /// `Arc`). Operations on one attachment are serialised by the store's lock;
 /// operations on different attachments run in parallel. Each method is
 /// [`HumanPlus`]'s, run to completion.
+///
+/// The calling thread is busy for the whole operation, so the leases of
+/// the locks its operations hold are renewed by one thread of the manager
+/// (`human-plus-lease`, started with the first lock, ending 5 s after the
+/// last). [`BlockingHumanPlus::shutdown`] gives those locks back and closes
+/// what the manager keeps.
 pub struct BlockingHumanPlus<D: Driver, S = InMemoryAttachmentStore> {
     inner: HumanPlus<D, SyncStore<S>>,
 }
@@ -182,7 +196,7 @@ impl<D: Driver, S> BlockingHumanPlus<D, S> {
     }
 }
 
-impl<D: Driver, S: AttachmentStore> BlockingHumanPlus<D, S> {
+impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
     /// Validates `invitation` against the egress policy and stores a new
     /// attachment for `owner`. No network.
     ///
@@ -329,5 +343,15 @@ impl<D: Driver, S: AttachmentStore> BlockingHumanPlus<D, S> {
         attachment: &str,
     ) -> Result<SurfaceAttachment, Error> {
         block_on(self.inner.detach(owner, attachment))
+    }
+
+    /// Shuts the manager down, as [`HumanPlus::shutdown`]: nothing more
+    /// starts ([`Error::ShutDown`]), the lock of every operation still
+    /// running (on other threads) is given back now, and the kept
+    /// connections are closed. Call it from the thread that handles the
+    /// process's SIGTERM, then exit: the other workers serve this one's
+    /// conversations at once.
+    pub fn shutdown(&self) {
+        block_on(self.inner.shutdown());
     }
 }

@@ -37,6 +37,7 @@ mod driver;
 mod entropy;
 mod failure;
 mod flavours;
+mod lease;
 mod manager;
 mod parts;
 mod resolve;

@@ -199,4 +199,13 @@ impl Driver for Tokio {
     fn sleep(wait: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(wait)
     }
+
+    fn close_idle(&self) {
+        // Dropping a kept connection's sender ends its connection task.
+        self.connector
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
 }

@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
-use human_plus_core::{Error, StoreError, SurfaceAttachment};
+use human_plus_core::{Busy, Error, StoreError, SurfaceAttachment};
 
 #[cfg(feature = "redis")]
 pub mod redis_store;
@@ -55,12 +55,25 @@ pub use redis_store::AsyncRedisAttachmentStore;
 pub use redis_store::{KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 
 /// How long a lock is held before another worker may take it over, if its
-/// holder never releases it (a crash). Longer than a whole operation at the
-/// default 30 s exchange timeout.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+/// holder stops renewing it (a crash, a process stopped): 6 s. A manager
+/// renews the lease of every lock its operations hold at a third of it
+/// ([`AttachmentStore::renew`]), however long the operation runs, so a dead
+/// holder's conversations free within one lease whatever the exchange
+/// timeout.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(6);
 
-/// How long a manager waits for a lock before giving up.
+/// How long a manager waits for a lock another worker holds before
+/// answering [`Error::Busy`] (never longer than the operation's own
+/// timeout).
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// When a retry may succeed after a lock wait ran out: the time left on the
+/// holder's lease (`None` when the store could not tell: the whole of
+/// `lease`).
+#[must_use]
+pub fn busy(left: Option<Duration>, lease: Duration) -> Error {
+    Error::Busy(Busy::new(left.unwrap_or(lease)))
+}
 
 /// A held per-attachment lock. Dropping it releases the lock.
 ///
@@ -69,6 +82,10 @@ pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
 /// the generation: every write is a compare-and-set on the generation the
 /// holder loaded, so a late holder's write fails with
 /// [`Error::StoreConflict`] instead of overwriting.
+///
+/// Nothing renews a guard's lease by itself: its holder does
+/// ([`AttachmentStore::renew`]); a manager renews the locks of its
+/// operations while they run.
 pub struct LockGuard {
     id: String,
     token: String,
@@ -146,11 +163,35 @@ pub trait AttachmentStore: Send + Sync {
     fn put(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error>;
 
     /// Takes the lock of attachment `id` for `lease`, waiting at most
-    /// `wait` for it.
+    /// `wait` for it. A waiter wakes when the lock frees (a release in this
+    /// process) or backs off within the holder's lease: it does not poll
+    /// the store in a tight loop.
     ///
     /// # Errors
-    /// [`Error::Store`] when the wait runs out or the store fails.
+    /// [`Error::Busy`] when the wait runs out (with the time left on the
+    /// holder's lease), [`Error::Store`] when the store fails.
     fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error>;
+
+    /// Extends `guard`'s lease to `lease` from now, if the lock still holds
+    /// `guard`'s token: `Ok(true)`. `Ok(false)` when it does not (the lease
+    /// ran out and the lock is free or another worker's): the lock is lost,
+    /// and only the generation fences the holder's writes from then on.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails (after its own retries).
+    fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error>;
+
+    /// Gives `guard`'s lock back now, before the guard is dropped (what a
+    /// manager's shutdown does with the locks its running operations hold);
+    /// dropping the guard later frees nothing more (a release compares the
+    /// token). The default leaves it to the drop.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        let _ = guard;
+        Ok(())
+    }
 }
 
 /// The async store contract: the same meaning as [`AttachmentStore`].
@@ -179,10 +220,11 @@ pub trait AsyncAttachmentStore: Send + Sync {
     ) -> impl Future<Output = Result<LockGuard, Error>> + Send;
 
     /// [`AsyncAttachmentStore::lock`], for a caller that will wait at most
-    /// `wait`. A store whose future blocks the thread that polls it (a
-    /// blocking store seen through this contract) must bound its own wait
-    /// and answer [`StoreError::lock_wait`] when it runs out; the default
-    /// leaves the bound to the caller's timer.
+    /// `wait`: a store that can should answer [`Error::Busy`] with the time
+    /// left on the holder's lease when the wait runs out. A store whose
+    /// future blocks the thread that polls it (a blocking store seen
+    /// through this contract) must bound its own wait; the default leaves
+    /// the bound to the caller's timer.
     fn lock_within(
         &self,
         id: &str,
@@ -191,6 +233,21 @@ pub trait AsyncAttachmentStore: Send + Sync {
     ) -> impl Future<Output = Result<LockGuard, Error>> + Send {
         let _ = wait;
         self.lock(id, lease)
+    }
+
+    /// Extends `guard`'s lease, as [`AttachmentStore::renew`].
+    fn renew(
+        &self,
+        guard: &LockGuard,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// Gives `guard`'s lock back now, as [`AttachmentStore::release`]
+    /// (resolved once the store has done it). The default leaves it to the
+    /// drop.
+    fn release(&self, guard: &LockGuard) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = guard;
+        std::future::ready(Ok(()))
     }
 }
 
@@ -257,12 +314,13 @@ impl InMemoryAttachmentStore {
         Ok(())
     }
 
-    /// One attempt to take the lock.
-    fn try_lock(&self, id: &str, lease: Duration) -> Result<Option<LockGuard>, Error> {
+    /// One attempt to take the lock: the guard, or when the holder's lease
+    /// runs out.
+    fn try_lock(&self, id: &str, lease: Duration) -> Result<Result<LockGuard, Instant>, Error> {
         let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
         let now = Instant::now();
-        if locks.get(id).is_some_and(|h| h.expires > now) {
-            return Ok(None);
+        if let Some(held) = locks.get(id).filter(|h| h.expires > now) {
+            return Ok(Err(held.expires));
         }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
         locks.insert(
@@ -274,23 +332,41 @@ impl InMemoryAttachmentStore {
         );
         let inner = Arc::clone(&self.inner);
         let key = id.to_owned();
-        Ok(Some(LockGuard::new(id, token.to_string(), move || {
-            if let Ok(mut locks) = inner.locks.lock()
-                && locks.get(&key).is_some_and(|h| h.token == token)
-            {
-                locks.remove(&key);
-            }
-            inner.released.notify(usize::MAX);
+        Ok(Ok(LockGuard::new(id, token.to_string(), move || {
+            Inner::free(&inner, &key, token);
         })))
     }
 
-    /// When the current holder's lease of `id` runs out, if it is held.
-    fn expiry(&self, id: &str) -> Option<Instant> {
-        self.inner
-            .locks
-            .lock()
-            .ok()
-            .and_then(|l| l.get(id).map(|h| h.expires))
+    /// Extends the lease of the lock `guard` holds, if it still does.
+    fn renew_now(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
+        let now = Instant::now();
+        match locks.get_mut(guard.id()) {
+            Some(held) if held.token.to_string() == guard.token() && held.expires > now => {
+                held.expires = now + lease;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Frees the lock `guard` holds, if it still does.
+    fn release_now(&self, guard: &LockGuard) {
+        if let Ok(token) = guard.token().parse() {
+            Inner::free(&self.inner, guard.id(), token);
+        }
+    }
+}
+
+impl Inner {
+    /// Frees lock `key` if it holds `token`, and wakes every waiter.
+    fn free(inner: &Inner, key: &str, token: u64) {
+        if let Ok(mut locks) = inner.locks.lock()
+            && locks.get(key).is_some_and(|h| h.token == token)
+        {
+            locks.remove(key);
+        }
+        inner.released.notify(usize::MAX);
     }
 }
 
@@ -307,16 +383,27 @@ impl AttachmentStore for InMemoryAttachmentStore {
         let deadline = Instant::now() + wait;
         loop {
             let listener = self.inner.released.listen();
-            if let Some(guard) = self.try_lock(id, lease)? {
-                return Ok(guard);
-            }
+            let expires = match self.try_lock(id, lease)? {
+                Ok(guard) => return Ok(guard),
+                Err(expires) => expires,
+            };
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Store(StoreError::lock_wait(id, wait)));
+                return Err(busy(Some(expires - now), lease));
             }
-            let wake = self.expiry(id).map_or(deadline, |e| e.min(deadline));
+            // Woken by a release, or when the holder's lease runs out.
+            let wake = expires.min(deadline);
             listener.wait_deadline(wake.max(now + Duration::from_millis(1)));
         }
+    }
+
+    fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.renew_now(guard, lease)
+    }
+
+    fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.release_now(guard);
+        Ok(())
     }
 }
 
@@ -332,7 +419,7 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
     async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
         loop {
             let listener = self.inner.released.listen();
-            if let Some(guard) = self.try_lock(id, lease)? {
+            if let Ok(guard) = self.try_lock(id, lease)? {
                 return Ok(guard);
             }
             // Woken by the next release. An expired lease is taken over at
@@ -340,6 +427,41 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
             // drop, so expiry only matters to leaked guards.
             listener.await;
         }
+    }
+
+    /// Waits for releases, as [`AsyncAttachmentStore::lock`]; with no
+    /// timer of its own it answers [`Error::Busy`] (with the time left on
+    /// the holder's lease) only at an attempt made once `wait` has run out:
+    /// a zero `wait` is one attempt, and the caller's timer bounds the
+    /// rest.
+    async fn lock_within(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<LockGuard, Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let listener = self.inner.released.listen();
+            let expires = match self.try_lock(id, lease)? {
+                Ok(guard) => return Ok(guard),
+                Err(expires) => expires,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(busy(Some(expires - now), lease));
+            }
+            listener.await;
+        }
+    }
+
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.renew_now(guard, lease)
+    }
+
+    async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.release_now(guard);
+        Ok(())
     }
 }
 
@@ -444,6 +566,58 @@ mod tests {
                 .is_err()
         );
         drop(new);
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_busy_with_the_lease_left() {
+        let s = InMemoryAttachmentStore::new();
+        let _g = s.lock("a", Duration::from_secs(5), Duration::ZERO).unwrap();
+        let e = s
+            .lock("a", DEFAULT_LEASE, Duration::from_millis(30))
+            .unwrap_err();
+        assert_eq!(e.code(), "attachment_busy", "{e}");
+        assert!(e.is_retryable());
+        let left = e.retry_after().unwrap();
+        assert!(
+            left > Duration::from_secs(4) && left <= Duration::from_secs(5),
+            "{left:?}"
+        );
+        // The async flavour's zero wait: one attempt, the same answer.
+        let e = futures_lite::future::block_on(super::AsyncAttachmentStore::lock_within(
+            &s,
+            "a",
+            DEFAULT_LEASE,
+            Duration::ZERO,
+        ))
+        .unwrap_err();
+        assert!(e.is_busy(), "{e}");
+    }
+
+    #[test]
+    fn a_renewed_lease_outlives_its_first_term_and_a_lost_one_is_not_renewed() {
+        let s = InMemoryAttachmentStore::new();
+        let lease = Duration::from_millis(60);
+        let g = s.lock("a", lease, Duration::ZERO).unwrap();
+        for _ in 0..4 {
+            thread::sleep(Duration::from_millis(25));
+            assert!(AttachmentStore::renew(&s, &g, lease).unwrap());
+        }
+        // Held past its first lease: another worker is still refused.
+        assert!(s.lock("a", lease, Duration::ZERO).unwrap_err().is_busy());
+        // Not renewed: it runs out, another takes it, and the old guard
+        // can no longer renew (nor free the new holder's lock).
+        thread::sleep(Duration::from_millis(80));
+        let next = s.lock("a", DEFAULT_LEASE, Duration::ZERO).unwrap();
+        assert!(!AttachmentStore::renew(&s, &g, lease).unwrap());
+        AttachmentStore::release(&s, &g).unwrap();
+        drop(g);
+        assert!(s.lock("a", lease, Duration::ZERO).unwrap_err().is_busy());
+        // Given back explicitly: free at once, and the drop frees nothing.
+        AttachmentStore::release(&s, &next).unwrap();
+        let third = s.lock("a", DEFAULT_LEASE, Duration::ZERO).unwrap();
+        drop(next);
+        assert!(s.lock("a", lease, Duration::ZERO).unwrap_err().is_busy());
+        drop(third);
     }
 
     #[test]

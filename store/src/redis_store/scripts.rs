@@ -79,9 +79,11 @@ return {1, ARGV[2], replicas(ARGV[5])}
 ///
 /// Returns `{1, replicas}` when the lock is taken (the caller's place in
 /// line, if it had it, is given up), or already holds the caller's token
-/// (a replay); `{2, -1}` when it is held and the caller is next in line
-/// (claimed or renewed now); `{0, -1}` when it is held, or free but
-/// promised to the worker next in line.
+/// (a replay); `{2, left}` when it is held and the caller is next in line
+/// (claimed or renewed now); `{0, left}` when it is held, or free but
+/// promised to the worker next in line. `left` is the holder's lease left
+/// in milliseconds (`PTTL` of the lock; for a lock promised to the worker
+/// next in line, of its place), negative when there is none.
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
     r"
@@ -90,7 +92,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
-  return {0, -1}
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    left = redis.call('PTTL', KEYS[2])
+  end
+  return {0, left}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if next then
@@ -99,9 +105,21 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, replicas(ARGV[4])}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return {2, -1}
+return {2, redis.call('PTTL', KEYS[1])}
 "
 );
+
+/// Extends a lock's lease: `KEYS[1]` the lock key, `ARGV[1]` the holder's
+/// token, `ARGV[2]` the lease in milliseconds from now. Only while the
+/// lock still holds that token: returns 1 when extended, 0 when the lock
+/// is gone or another worker's (a holder whose lease ran out never extends
+/// its successor's). Safe to replay (a replay sets the same lease again).
+pub(crate) const RENEW_SRC: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
 
 /// Compare-and-delete of a lock: `KEYS[1]` the lock key, `ARGV[1]` the
 /// holder's token. Deletes only while the lock still holds that token (a
@@ -118,5 +136,6 @@ return 0
 pub(crate) static ACQUIRE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(ACQUIRE_SRC));
 pub(crate) static PUT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PUT_SRC));
+pub(crate) static RENEW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RENEW_SRC));
 pub(crate) static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(RELEASE_SRC));

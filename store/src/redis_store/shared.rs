@@ -14,6 +14,7 @@ use super::errors::{classify, config_error, redis_error, store_error, store_erro
 use super::keys::{self, KeyLayout, RESERVED_ID_PREFIX};
 use super::pause::{Backoff, FailoverPause};
 use super::scripts;
+use super::wake;
 use crate::LockGuard;
 
 /// What one attempt to take a lock found.
@@ -37,8 +38,30 @@ impl Attempted {
     }
 }
 
-/// The acquire script's reply: the status, and the primary's connected
-/// replicas (`-1` when not asked).
+/// What one attempt found, and when a lock found held runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    pub(crate) attempted: Attempted,
+    /// The holder's lease left, for a lock found held (when Redis said).
+    pub(crate) left: Option<Duration>,
+}
+
+impl Attempt {
+    /// The acquire script's reply: its second number is the replicas for
+    /// a lock taken, the lease left (milliseconds, negative for none)
+    /// otherwise.
+    pub(crate) fn from_reply((status, second): AcquireReply) -> Self {
+        let attempted = Attempted::from_reply(status);
+        let left = (attempted != Attempted::Taken)
+            .then(|| u64::try_from(second).ok().map(Duration::from_millis))
+            .flatten();
+        Attempt { attempted, left }
+    }
+}
+
+/// The acquire script's reply: the status, and for a lock taken the
+/// primary's connected replicas (`-1` when not asked), for one found held
+/// the holder's lease left in milliseconds.
 pub(crate) type AcquireReply = (i64, i64);
 
 /// The put script's reply: the status, the generation found (or written),
@@ -156,6 +179,17 @@ impl Shared {
             .arg(lease_ms)
             .arg(self.line_ms)
             .arg(self.count_replicas());
+        inv
+    }
+
+    /// The renew script's invocation.
+    pub(crate) fn renew_invocation(
+        key: &str,
+        token: &str,
+        lease_ms: u64,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::RENEW.prepare_invoke();
+        inv.key(key).arg(token).arg(lease_ms);
         inv
     }
 
@@ -415,34 +449,51 @@ impl Shared {
         key: &str,
         token: &str,
         lease_ms: u64,
-    ) -> Result<Attempted, Error> {
+    ) -> Result<Attempt, Error> {
         let inv = self.acquire_invocation(key, token, lease_ms);
-        let (attempted, acked) = self.retrying("lock script", |c| {
-            let (status, replicas): AcquireReply = inv.invoke(c.like())?;
-            let attempted = Attempted::from_reply(status);
-            let acked = match self.wait_for(replicas) {
-                Some((n, ms)) if attempted == Attempted::Taken => {
+        let (attempt, acked) = self.retrying("lock script", |c| {
+            let reply: AcquireReply = inv.invoke(c.like())?;
+            let attempt = Attempt::from_reply(reply);
+            let acked = match self.wait_for(reply.1) {
+                Some((n, ms)) if attempt.attempted == Attempted::Taken => {
                     Some((n, c.wait_replicas(key, n, ms)?))
                 }
                 _ => None,
             };
-            Ok((attempted, acked))
+            Ok((attempt, acked))
         })?;
         match acked {
             Some((asked, got)) if got < asked => {
                 let _ = self.release_blocking(key, token);
                 Err(lock_unconfirmed(key, asked, got))
             }
-            _ => Ok(attempted),
+            _ => Ok(attempt),
         }
     }
 
-    /// The compare-and-delete release: one attempt.
+    /// Extends the lease of `key` while it holds `token` (retried as every
+    /// operation is): whether it still held it.
+    pub(crate) fn renew_blocking(
+        &self,
+        key: &str,
+        token: &str,
+        lease_ms: u64,
+    ) -> Result<bool, Error> {
+        let inv = Shared::renew_invocation(key, token, lease_ms);
+        let renewed: i64 = self.retrying("renew script", |c| inv.invoke(c.like()))?;
+        Ok(renewed == 1)
+    }
+
+    /// The compare-and-delete release: one attempt. A lock freed wakes the
+    /// waiters of this process.
     pub(crate) fn release_blocking(&self, key: &str, token: &str) -> Result<bool, Error> {
         let inv = Shared::release_invocation(key, token);
         let deleted: i64 = self
             .with_conn(&mut |c| inv.invoke(c.like()))
             .map_err(|e| redis_error("release script", &e))?;
+        if deleted == 1 {
+            wake::released(key);
+        }
         Ok(deleted == 1)
     }
 
@@ -471,6 +522,8 @@ pub(crate) fn lock_token() -> Result<String, Error> {
     Ok(human_plus_core::hex(&b))
 }
 
-pub(crate) fn lock_timeout(id: &str, wait: Duration) -> Error {
-    Error::Store(human_plus_core::StoreError::lock_wait(id, wait))
+/// The answer when a lock's wait ran out: [`Error::Busy`], a retry possible
+/// once the holder's lease (`left`, else the whole of `lease`) has run out.
+pub(crate) fn lock_busy(left: Option<Duration>, lease: Duration) -> Error {
+    crate::busy(left, lease)
 }
