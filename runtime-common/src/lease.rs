@@ -3,7 +3,8 @@
 //!
 //! The rule: an operation's lock is leased for a short time (the store's
 //! `DEFAULT_LEASE`, 6 s) and renewed every third of it
-//! ([`renew_every`]) for as long as the operation runs, so a holder that
+//! ([`renew_every`], the store's lease contract) for as long as the
+//! operation runs, so a holder that
 //! dies (or is stopped) frees its conversation within one lease, whatever
 //! the exchange timeout. Renewal stops when the lock is given back (the
 //! operation ended, or the manager shut down). A renewal that fails (the
@@ -30,12 +31,13 @@ use human_plus_store::{AsyncAttachmentStore, LockGuard};
 
 use crate::driver::Driver;
 
-/// How often a lease is renewed while its holder works: a third of it (at
-/// least a millisecond), so one renewal may fail and the next still come
-/// in time.
+/// How often a lease is renewed while its holder works: the store's lease
+/// contract, a third of it ([`human_plus_store::renew_interval`]), so one
+/// renewal may fail and the next still come in time, and a waiter can tell
+/// a holder that stopped renewing.
 #[must_use]
 pub(crate) fn renew_every(lease: Duration) -> Duration {
-    (lease / 3).max(Duration::from_millis(1))
+    human_plus_store::renew_interval(lease)
 }
 
 /// How long the keeper thread of a blocking manager waits for a lock to

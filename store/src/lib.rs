@@ -67,12 +67,87 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(6);
 /// timeout).
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
 
-/// When a retry may succeed after a lock wait ran out: the time left on the
-/// holder's lease (`None` when the store could not tell: the whole of
-/// `lease`).
+/// How often the holder of a lock leased for `lease` renews it while it
+/// works: every third of it (at least every millisecond). This is the
+/// lease contract of every store and manager of this project: a manager
+/// renews the lock of each running operation at this interval, and a
+/// waiter reads a lock whose holder has let an interval and a quarter pass
+/// since it last renewed as held by a worker that died or stalled
+/// ([`Holder::overdue`]): it waits out that lease instead of polling.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(human_plus_store::renew_interval(Duration::from_secs(6)), Duration::from_secs(2));
+/// ```
 #[must_use]
-pub fn busy(left: Option<Duration>, lease: Duration) -> Error {
-    Error::Busy(Busy::new(left.unwrap_or(lease)))
+pub fn renew_interval(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}
+
+/// What a lock attempt saw of the lock's holder: the time left on its
+/// lease, and the lease it took (when the store knows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder {
+    /// The time left on the holder's lease.
+    pub left: Duration,
+    /// The whole lease the holder took (and renews to), if known.
+    pub lease: Option<Duration>,
+}
+
+impl Holder {
+    /// Whether the holder has let more than an interval and a quarter pass
+    /// since it last set its lease (a renewal takes one round trip, so a
+    /// holder at work is never that late unless its process stalls): it
+    /// died or stalled, and
+    /// the lock frees when `left` runs out (unless it wakes and renews).
+    /// Never, when its lease is unknown.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_store::Holder;
+    ///
+    /// let s = Duration::from_secs;
+    /// assert!(!Holder { left: s(5), lease: Some(s(6)) }.overdue(), "renewed a second ago");
+    /// assert!(Holder { left: s(3), lease: Some(s(6)) }.overdue(), "three seconds without renewing");
+    /// assert!(!Holder { left: s(2), lease: None }.overdue());
+    /// ```
+    #[must_use]
+    pub fn overdue(&self) -> bool {
+        self.lease.is_some_and(|lease| {
+            let every = renew_interval(lease);
+            lease.saturating_sub(self.left) > every + every / 4
+        })
+    }
+
+    /// When a retry may succeed: once the lease runs out, for a holder
+    /// that is overdue (or whose lease is unknown); otherwise within one
+    /// renewal interval of its lease, by when a holder still at work has
+    /// either finished or renewed again, and one that died shows it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_store::Holder;
+    ///
+    /// let s = Duration::from_secs;
+    /// assert_eq!(Holder { left: s(2), lease: Some(s(6)) }.retry_after(), s(2));
+    /// assert_eq!(Holder { left: s(6), lease: Some(s(6)) }.retry_after(), s(2));
+    /// assert_eq!(Holder { left: s(6), lease: None }.retry_after(), s(6));
+    /// ```
+    #[must_use]
+    pub fn retry_after(&self) -> Duration {
+        match self.lease {
+            Some(lease) if !self.overdue() => self.left.min(renew_interval(lease)),
+            _ => self.left,
+        }
+    }
+}
+
+/// The answer when a lock's wait ran out (or cannot end in time):
+/// [`Error::Busy`], a retry possible after [`Holder::retry_after`] (after
+/// `lease`, the waiter's own, when nothing was seen of the holder).
+#[must_use]
+pub fn busy(holder: Option<Holder>, lease: Duration) -> Error {
+    Error::Busy(Busy::new(holder.map_or(lease, |h| h.retry_after())))
 }
 
 /// A held per-attachment lock. Dropping it releases the lock.
@@ -255,6 +330,7 @@ pub trait AsyncAttachmentStore: Send + Sync {
 struct Held {
     token: u64,
     expires: Instant,
+    lease: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -315,12 +391,16 @@ impl InMemoryAttachmentStore {
     }
 
     /// One attempt to take the lock: the guard, or when the holder's lease
-    /// runs out.
-    fn try_lock(&self, id: &str, lease: Duration) -> Result<Result<LockGuard, Instant>, Error> {
+    /// runs out and what it is.
+    fn try_lock(
+        &self,
+        id: &str,
+        lease: Duration,
+    ) -> Result<Result<LockGuard, (Instant, Duration)>, Error> {
         let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
         let now = Instant::now();
         if let Some(held) = locks.get(id).filter(|h| h.expires > now) {
-            return Ok(Err(held.expires));
+            return Ok(Err((held.expires, held.lease)));
         }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
         locks.insert(
@@ -328,6 +408,7 @@ impl InMemoryAttachmentStore {
             Held {
                 token,
                 expires: now + lease,
+                lease,
             },
         );
         let inner = Arc::clone(&self.inner);
@@ -344,6 +425,7 @@ impl InMemoryAttachmentStore {
         match locks.get_mut(guard.id()) {
             Some(held) if held.token.to_string() == guard.token() && held.expires > now => {
                 held.expires = now + lease;
+                held.lease = lease;
                 Ok(true)
             }
             _ => Ok(false),
@@ -383,13 +465,19 @@ impl AttachmentStore for InMemoryAttachmentStore {
         let deadline = Instant::now() + wait;
         loop {
             let listener = self.inner.released.listen();
-            let expires = match self.try_lock(id, lease)? {
+            let (expires, held_for) = match self.try_lock(id, lease)? {
                 Ok(guard) => return Ok(guard),
-                Err(expires) => expires,
+                Err(held) => held,
             };
             let now = Instant::now();
-            if now >= deadline {
-                return Err(busy(Some(expires - now), lease));
+            let holder = Holder {
+                left: expires - now,
+                lease: Some(held_for),
+            };
+            if now >= deadline || (holder.overdue() && expires > deadline) {
+                // The wait is over, or only the holder's lease running out
+                // frees the lock, and not within the wait.
+                return Err(busy(Some(holder), lease));
             }
             // Woken by a release, or when the holder's lease runs out.
             let wake = expires.min(deadline);
@@ -443,13 +531,17 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
         let deadline = Instant::now() + wait;
         loop {
             let listener = self.inner.released.listen();
-            let expires = match self.try_lock(id, lease)? {
+            let (expires, held_for) = match self.try_lock(id, lease)? {
                 Ok(guard) => return Ok(guard),
-                Err(expires) => expires,
+                Err(held) => held,
             };
             let now = Instant::now();
-            if now >= deadline {
-                return Err(busy(Some(expires - now), lease));
+            let holder = Holder {
+                left: expires - now,
+                lease: Some(held_for),
+            };
+            if now >= deadline || (holder.overdue() && expires > deadline) {
+                return Err(busy(Some(holder), lease));
             }
             listener.await;
         }
@@ -577,11 +669,10 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.code(), "attachment_busy", "{e}");
         assert!(e.is_retryable());
-        let left = e.retry_after().unwrap();
-        assert!(
-            left > Duration::from_secs(4) && left <= Duration::from_secs(5),
-            "{left:?}"
-        );
+        // A holder that renews on time: a retry within one renewal
+        // interval of its lease.
+        let after = e.retry_after().unwrap();
+        assert_eq!(after, super::renew_interval(Duration::from_secs(5)));
         // The async flavour's zero wait: one attempt, the same answer.
         let e = futures_lite::future::block_on(super::AsyncAttachmentStore::lock_within(
             &s,
@@ -591,6 +682,29 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.is_busy(), "{e}");
+    }
+
+    #[test]
+    fn a_holder_that_stopped_renewing_is_waited_out_or_answered_busy_at_once() {
+        let s = InMemoryAttachmentStore::new();
+        let lease = Duration::from_millis(300);
+        let held = s.lock("a", lease, Duration::ZERO).unwrap();
+        // Not renewed for more than an interval and a quarter: overdue.
+        thread::sleep(Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        let e = s
+            .lock("a", DEFAULT_LEASE, Duration::from_millis(50))
+            .unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_millis(40),
+            "its lease outlasts the wait: busy at once"
+        );
+        let after = e.retry_after().unwrap();
+        assert!(after <= Duration::from_millis(100), "{after:?}");
+        // With a wait that outlasts it, the lock is taken when it runs out.
+        let next = s.lock("a", DEFAULT_LEASE, Duration::from_secs(2)).unwrap();
+        drop(held);
+        drop(next);
     }
 
     #[test]

@@ -393,10 +393,11 @@ pub fn busy<R: Runtime>(leg: LegKind) {
     let took = start.elapsed();
     assert_eq!(e.code(), "attachment_busy", "{e}");
     assert!(e.is_busy() && e.is_retryable(), "{e:?}");
-    let after = e.retry_after().unwrap();
-    assert!(
-        after > lease - Duration::from_secs(5) && after <= lease,
-        "{after:?}"
+    // The other worker took the lock a moment ago: a retry may succeed
+    // within one renewal interval of its lease.
+    assert_eq!(
+        e.retry_after(),
+        Some(human_plus_store::renew_interval(lease))
     );
     assert!(
         e.to_string().starts_with(

@@ -17,7 +17,7 @@ use super::keys::RESERVED_ID_PREFIX;
 use super::pause::FailoverPause;
 use super::release::{self, Releases};
 use super::shared::{
-    AcquireReply, Attempt, Attempted, PutReply, Shared, lock_busy, lock_token, lock_unconfirmed,
+    AcquireReply, Attempt, Attempted, PutReply, Shared, lock_token, lock_unconfirmed,
 };
 use super::wake;
 use crate::{AsyncAttachmentStore, LockGuard};
@@ -430,8 +430,8 @@ impl AsyncRedisAttachmentStore {
         deadline: Option<Instant>,
     ) -> Result<LockGuard, Error> {
         let key = self.shared.lock_key(id);
-        let token = lock_token()?;
         let lease_ms = millis(lease);
+        let token = lock_token(lease_ms)?;
         let mut backoff = self.shared.backoff(&token);
         let freed = wake::event(&key);
         let pending = Pending {
@@ -458,15 +458,10 @@ impl AsyncRedisAttachmentStore {
                     releases.push_retry(key, release_token, wait);
                 }));
             }
-            let mut sleep_for = backoff.next(attempt.left);
-            if let Some(deadline) = deadline {
-                let now = Instant::now();
-                if now >= deadline {
-                    // Dropping `pending` gives up the place in line.
-                    return Err(lock_busy(attempt.left, lease));
-                }
-                sleep_for = sleep_for.min(deadline - now);
-            }
+            let Some(sleep_for) = attempt.next_wait(&mut backoff, Instant::now(), deadline) else {
+                // Dropping `pending` gives up the place in line.
+                return Err(crate::busy(attempt.holder, lease));
+            };
             // Woken at once by a release in this process.
             futures_lite::future::or(listener, sleep(sleep_for)).await;
         }

@@ -28,7 +28,7 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `human-plus:<id>` | hash | `g`: the record's generation (decimal); `v`: the sealed envelope |
-//! | `human-plus:lock:<id>` | string | the holder's random token, with a `PX` lease |
+//! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`), with a `PX` lease |
 //! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
 //!
 //! A cluster needs an attachment's record and lock in one hash slot (the
@@ -242,7 +242,7 @@ pub use keys::KeyLayout;
 
 use config::millis;
 use release::Releases;
-use shared::{Attempted, Shared, lock_busy, lock_token};
+use shared::{Attempted, Shared, lock_token};
 
 /// The blocking Redis store: see the [module documentation](self) for the
 /// data layout, the scripts, the locks, failover, TLS and the encryption.
@@ -354,8 +354,8 @@ impl AttachmentStore for RedisAttachmentStore {
 
     fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error> {
         let key = self.shared.lock_key(id);
-        let token = lock_token()?;
         let lease_ms = millis(lease);
+        let token = lock_token(lease_ms)?;
         let deadline = Instant::now() + wait;
         let mut backoff = self.shared.backoff(&token);
         let freed = wake::event(&key);
@@ -377,19 +377,18 @@ impl AttachmentStore for RedisAttachmentStore {
                     }
                 }));
             }
-            let now = Instant::now();
-            if now >= deadline {
+            let Some(sleep) = attempt.next_wait(&mut backoff, Instant::now(), Some(deadline))
+            else {
                 if attempt.attempted == Attempted::NextInLine {
                     // Give up the place in line at once.
                     let _ = self
                         .shared
                         .release_blocking(&Shared::next_key(&key), &token);
                 }
-                return Err(lock_busy(attempt.left, lease));
-            }
-            let sleep = backoff.next(attempt.left);
+                return Err(crate::busy(attempt.holder, lease));
+            };
             // Woken at once by a release in this process.
-            let _ = listener.wait_timeout(sleep.min(deadline - now));
+            let _ = listener.wait_timeout(sleep);
         }
     }
 
@@ -420,7 +419,7 @@ mod tests {
     fn lock_sleeps_grow_within_their_bounds_and_the_holders_lease() {
         let (min, max) = (Duration::from_millis(1), Duration::from_millis(80));
         let mut b = Backoff::new(min, max, "t");
-        let waiting: Vec<_> = (0..64).map(|_| b.next(None)).collect();
+        let waiting: Vec<_> = (0..64).map(|_| b.next(true, None)).collect();
         assert!(
             waiting.iter().all(|s| *s >= min && *s <= max),
             "{waiting:?}"
@@ -435,8 +434,13 @@ mod tests {
             "random under the cap"
         );
         // Never past the moment the holder's lease runs out.
-        assert_eq!(b.next(Some(Duration::ZERO)), Duration::from_millis(1));
-        assert!(b.next(Some(Duration::from_millis(5))) <= Duration::from_millis(6));
+        assert_eq!(b.next(true, Some(Duration::ZERO)), Duration::from_millis(1));
+        assert!(b.next(true, Some(Duration::from_millis(5))) <= Duration::from_millis(6));
+        // The other waiters sleep up to four times longer.
+        let mut other = Backoff::new(min, max, "o");
+        let others: Vec<_> = (0..64).map(|_| other.next(false, None)).collect();
+        assert!(others.iter().all(|s| *s <= max * 4), "{others:?}");
+        assert!(others[32..].iter().all(|s| *s >= max * 2), "{others:?}");
         let mut pause = FailoverPause::new("x");
         let pauses: Vec<_> = (0..8).map(|_| pause.next()).collect();
         assert!(pauses[0] >= Duration::from_millis(25) && pauses[0] <= Duration::from_millis(50));

@@ -36,12 +36,16 @@ impl Backoff {
     }
 
     /// The next sleep: random between half the step and the step, the
-    /// step starting at `min` and doubling after each attempt up to `max`;
-    /// and never past the moment the holder's lease runs out (`left`, plus
-    /// a millisecond), when a holder that died frees the lock.
-    pub(crate) fn next(&mut self, left: Option<Duration>) -> Duration {
-        let step = self.step.min(self.max);
-        self.step = (step * 2).min(self.max);
+    /// step starting at `min` and doubling after each attempt up to `max`
+    /// for the waiter next in line (the one the lock goes to when it is
+    /// released), up to four times `max` for the others (who cannot have it
+    /// before that one: they only need to take the place in line once it
+    /// is free); and never past the moment the holder's lease runs out
+    /// (`left`, plus a millisecond), when a holder that died frees the lock.
+    pub(crate) fn next(&mut self, next_in_line: bool, left: Option<Duration>) -> Duration {
+        let cap = if next_in_line { self.max } else { self.max * 4 };
+        let step = self.step.min(cap);
+        self.step = (step * 2).min(cap);
         let frac = self.fraction();
         let sleep = (step / 2 + (step / 2).mul_f64(frac)).max(self.min);
         match left {

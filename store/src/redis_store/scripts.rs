@@ -77,35 +77,45 @@ return {1, ARGV[2], replicas(ARGV[5])}
 /// a place in line is kept without being renewed, in milliseconds,
 /// `ARGV[4]` `'1'` to report the connected replicas.
 ///
-/// Returns `{1, replicas}` when the lock is taken (the caller's place in
-/// line, if it had it, is given up), or already holds the caller's token
-/// (a replay); `{2, left}` when it is held and the caller is next in line
-/// (claimed or renewed now); `{0, left}` when it is held, or free but
-/// promised to the worker next in line. `left` is the holder's lease left
-/// in milliseconds (`PTTL` of the lock; for a lock promised to the worker
-/// next in line, of its place), negative when there is none.
+/// Returns `{1, replicas, -1}` when the lock is taken (the caller's place
+/// in line, if it had it, is given up), or already holds the caller's
+/// token (a replay); `{2, left, lease}` when it is held and the caller is
+/// next in line (claimed or renewed now); `{0, left, lease}` when it is
+/// held, or free but promised to the worker next in line. `left` is the
+/// holder's lease left in milliseconds (`PTTL` of the lock; for a lock
+/// promised to the worker next in line, of its place), negative when there
+/// is none; `lease` the whole lease the holder took, read from its token
+/// (`<random>.<lease ms>`), `-1` when its token does not say.
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
     r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, replicas(ARGV[4])}
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
+  return {1, replicas(ARGV[4]), -1}
+end
+local function holder()
+  local lease = -1
+  if held then
+    lease = tonumber(string.match(held, '%.(%d+)$')) or -1
+  end
+  return lease
 end
 local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
   local left = redis.call('PTTL', KEYS[1])
   if left < 0 then
-    left = redis.call('PTTL', KEYS[2])
+    return {0, redis.call('PTTL', KEYS[2]), -1}
   end
-  return {0, left}
+  return {0, left, holder()}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if next then
     redis.call('DEL', KEYS[2])
   end
-  return {1, replicas(ARGV[4])}
+  return {1, replicas(ARGV[4]), -1}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return {2, redis.call('PTTL', KEYS[1])}
+return {2, redis.call('PTTL', KEYS[1]), holder()}
 "
 );
 

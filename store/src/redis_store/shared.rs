@@ -15,7 +15,7 @@ use super::keys::{self, KeyLayout, RESERVED_ID_PREFIX};
 use super::pause::{Backoff, FailoverPause};
 use super::scripts;
 use super::wake;
-use crate::LockGuard;
+use crate::{Holder, LockGuard};
 
 /// What one attempt to take a lock found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,31 +38,67 @@ impl Attempted {
     }
 }
 
-/// What one attempt found, and when a lock found held runs out.
+/// What one attempt found, and of a lock found held, its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Attempt {
     pub(crate) attempted: Attempted,
-    /// The holder's lease left, for a lock found held (when Redis said).
-    pub(crate) left: Option<Duration>,
+    /// The holder's lease left and whole lease, for a lock found held
+    /// (when Redis said).
+    pub(crate) holder: Option<Holder>,
 }
 
 impl Attempt {
-    /// The acquire script's reply: its second number is the replicas for
-    /// a lock taken, the lease left (milliseconds, negative for none)
-    /// otherwise.
-    pub(crate) fn from_reply((status, second): AcquireReply) -> Self {
+    /// The acquire script's reply: for a lock taken its second number is
+    /// the replicas; otherwise the lease left and the holder's whole lease
+    /// (milliseconds, negative for none).
+    pub(crate) fn from_reply((status, second, third): AcquireReply) -> Self {
         let attempted = Attempted::from_reply(status);
-        let left = (attempted != Attempted::Taken)
-            .then(|| u64::try_from(second).ok().map(Duration::from_millis))
+        let ms = |n: i64| u64::try_from(n).ok().map(Duration::from_millis);
+        let holder = (attempted != Attempted::Taken)
+            .then(|| {
+                ms(second).map(|left| Holder {
+                    left,
+                    lease: ms(third).filter(|l| !l.is_zero()),
+                })
+            })
             .flatten();
-        Attempt { attempted, left }
+        Attempt { attempted, holder }
+    }
+
+    /// What the waiter does after this attempt failed, at `now`: sleep
+    /// `Some(d)`, or answer busy at once (`None`) when the wait is over or
+    /// only an overdue holder's lease running out frees the lock, and not
+    /// before `deadline`.
+    pub(crate) fn next_wait(
+        &self,
+        backoff: &mut Backoff,
+        now: Instant,
+        deadline: Option<Instant>,
+    ) -> Option<Duration> {
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
+            return None;
+        }
+        let sleep = match self.holder {
+            // A holder that stopped renewing: one attempt when its lease
+            // runs out, or none if that is past the wait.
+            Some(h) if h.overdue() => {
+                let until = h.left + Duration::from_millis(1);
+                if left.is_some_and(|l| until > l) {
+                    return None;
+                }
+                until
+            }
+            h => backoff.next(self.attempted == Attempted::NextInLine, h.map(|h| h.left)),
+        };
+        Some(left.map_or(sleep, |l| sleep.min(l)))
     }
 }
 
-/// The acquire script's reply: the status, and for a lock taken the
-/// primary's connected replicas (`-1` when not asked), for one found held
-/// the holder's lease left in milliseconds.
-pub(crate) type AcquireReply = (i64, i64);
+/// The acquire script's reply: the status; for a lock taken the primary's
+/// connected replicas (`-1` when not asked), for one found held the
+/// holder's lease left and its whole lease, in milliseconds.
+pub(crate) type AcquireReply = (i64, i64, i64);
 
 /// The put script's reply: the status, the generation found (or written),
 /// and the primary's connected replicas (`-1` when not asked).
@@ -514,16 +550,12 @@ pub(crate) fn lock_unconfirmed(key: &str, asked: i64, got: i64) -> Error {
     )
 }
 
-/// A fresh lock token: 16 random bytes, hex.
-pub(crate) fn lock_token() -> Result<String, Error> {
+/// A fresh lock token for a lease of `lease_ms`: 16 random bytes, hex,
+/// then `.` and the lease in milliseconds, so a waiter can tell from the
+/// lock alone whether its holder still renews it.
+pub(crate) fn lock_token(lease_ms: u64) -> Result<String, Error> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b)
         .map_err(|_| store_error("the operating system's random generator failed"))?;
-    Ok(human_plus_core::hex(&b))
-}
-
-/// The answer when a lock's wait ran out: [`Error::Busy`], a retry possible
-/// once the holder's lease (`left`, else the whole of `lease`) has run out.
-pub(crate) fn lock_busy(left: Option<Duration>, lease: Duration) -> Error {
-    crate::busy(left, lease)
+    Ok(format!("{}.{lease_ms}", human_plus_core::hex(&b)))
 }
