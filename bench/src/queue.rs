@@ -10,7 +10,9 @@
 //! worker with the fewest jobs in flight (at most its threads); a job a
 //! worker answers `attachment_busy` is put back, due after the busy
 //! answer's `retry_after` (the queue re-schedules instead of holding a
-//! thread); a dead worker's jobs in flight are put back at once (a queue's
+//! thread), and up to half of it again at random unless `groups` is set:
+//! with `groups`, a conversation's jobs are dispatched one at a time (a
+//! FIFO queue's message group); a dead worker's jobs in flight are put back at once (a queue's
 //! redelivery). A job's delay is from when it arrived to when it was done.
 //!
 //! A conversation is "dead" when the killed worker held its lock at the
@@ -21,7 +23,7 @@
 //! `long_call` measures what renewal adds to one call that runs longer
 //! than the renewal interval: its Redis round trips beside a short call's.
 
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -57,6 +59,10 @@ pub struct QueueRun {
     pub lease: Duration,
     /// The managers' lock wait.
     pub lock_wait: Duration,
+    /// One job per conversation at a time (a FIFO queue's message group):
+    /// the next job of a conversation is dispatched once the one before is
+    /// done.
+    pub groups: bool,
 }
 
 impl Default for QueueRun {
@@ -71,6 +77,7 @@ impl Default for QueueRun {
             kill_after: None,
             lease: human_plus_blocking::DEFAULT_LEASE,
             lock_wait: Duration::from_millis(250),
+            groups: false,
         }
     }
 }
@@ -326,6 +333,11 @@ pub fn run(q: &QueueRun) -> Value {
     let mut finished = 0;
     let mut killed: Option<(Instant, usize)> = None;
     let mut dead: BTreeSet<usize> = BTreeSet::new();
+    let mut jitter_source = Jitter(rand_u64());
+    // With groups: the job each conversation has in flight (or put back
+    // busy), and the jobs due behind it.
+    let mut occupant: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut held_back: BTreeMap<usize, VecDeque<(Instant, usize)>> = BTreeMap::new();
     let before = redis.stats().unwrap_or_else(|e| panic!("redis stats: {e}"));
     let limit = start + Duration::from_secs_f64(q.jobs as f64 / q.rate) + Duration::from_secs(120);
     while finished < q.jobs {
@@ -366,10 +378,17 @@ pub fn run(q: &QueueRun) -> Value {
                 due.push(std::cmp::Reverse((at, job)));
             }
         }
-        // Dispatch what is due to the least busy live worker.
+        // Dispatch what is due to the least busy live worker (with groups,
+        // a job whose conversation has another in flight waits its turn).
         while let Some(std::cmp::Reverse((when, job))) = due.peek().copied() {
             if when > now {
                 break;
+            }
+            let c = conversation_of(job);
+            if q.groups && occupant.get(&c).is_some_and(|&o| o != job) {
+                due.pop();
+                held_back.entry(c).or_default().push_back((when, job));
+                continue;
             }
             let Some(w) = workers
                 .iter_mut()
@@ -379,9 +398,10 @@ pub fn run(q: &QueueRun) -> Value {
                 break;
             };
             due.pop();
-            let (owner, id) = &conversations[conversation_of(job)];
+            let (owner, id) = &conversations[c];
             w.send(&format!("JOB {job} {owner} {id}"));
             w.in_flight.insert(job);
+            occupant.insert(c, job);
         }
         let next_due = due
             .peek()
@@ -395,12 +415,29 @@ pub fn run(q: &QueueRun) -> Value {
                     continue; // a dead worker's late line
                 }
                 *outcomes.entry(code.clone()).or_default() += 1;
+                if code != "attachment_busy" {
+                    // Its conversation's next job may go.
+                    let c = conversation_of(job);
+                    occupant.remove(&c);
+                    if let Some(next) = held_back.get_mut(&c).and_then(VecDeque::pop_front) {
+                        due.push(std::cmp::Reverse(next));
+                    }
+                }
                 if code == "ok" {
                     done[job] = Some(Instant::now());
                     finished += 1;
                 } else if code == "attachment_busy" {
+                    // Put back after the busy answer's retry_after; without
+                    // groups with up to half of it again at random (the
+                    // jobs a dead worker's conversation collected would
+                    // all come back at the same instant otherwise).
                     busy_answers += 1;
-                    due.push(std::cmp::Reverse((Instant::now() + retry, job)));
+                    let jitter = if q.groups {
+                        Duration::ZERO
+                    } else {
+                        retry.mul_f64(jitter_source.fraction() / 2.0)
+                    };
+                    due.push(std::cmp::Reverse((Instant::now() + retry + jitter, job)));
                 } else {
                     // Failed for good: counted, not retried.
                     finished += 1;
@@ -455,6 +492,7 @@ pub fn run(q: &QueueRun) -> Value {
         "reply_delay_ms": q.reply_delay.as_millis() as u64,
         "lease_ms": q.lease.as_millis() as u64,
         "lock_wait_ms": q.lock_wait.as_millis() as u64,
+        "groups": q.groups,
         "killed": killed.is_some(),
         "secs": elapsed.as_secs_f64(),
         "jobs_done": ok,
@@ -526,6 +564,26 @@ pub fn long_call(hold: Duration, lease: Duration) -> Value {
         "long_call_round_trips": long,
         "long_call_commands": long_calls,
     })
+}
+
+/// A small xorshift generator for the queue's jitter.
+struct Jitter(u64);
+
+impl Jitter {
+    /// A number in [0, 1).
+    fn fraction(&mut self) -> f64 {
+        let mut x = self.0.max(1);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn rand_u64() -> u64 {
+    let b = rand_bytes();
+    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
 }
 
 fn redis_get(redis: &mut RedisServer, key: &str) -> Option<String> {

@@ -39,7 +39,8 @@
 //! `--threads N` per worker default 4, `--jobs N` default 400,
 //! `--conversations N` default 10, `--rate JOBS_PER_SEC` default 20,
 //! `--reply-delay-ms MS` default 100, `--kill-after-ms MS`, `--lease-ms`,
-//! `--lock-wait-ms` default 250). `long-call` (`--hold-secs S` default
+//! `--lock-wait-ms` default 250, `--groups`: one job per conversation at a
+//! time, as a FIFO queue's message group dispatches them). `long-call` (`--hold-secs S` default
 //! 10, `--lease-ms MS` default 6000): the Redis round trips of one call
 //! held that long beside a short one's (what lease renewal adds).
 //!
@@ -797,6 +798,7 @@ fn queue_all(args: &[String]) {
         kill_after: None,
         lease: Duration::from_millis(flag("--lease-ms", d.lease.as_millis() as u64)),
         lock_wait: Duration::from_millis(flag("--lock-wait-ms", d.lock_wait.as_millis() as u64)),
+        groups: args.iter().any(|a| a == "--groups"),
     };
     let plain = queue::run(&run);
     println!("{plain}");

@@ -65,8 +65,9 @@
 //!   generation and the same envelope, whose nonce is random: an answer
 //!   lost and the command sent again) answers "written" instead of a
 //!   conflict, so a retried write is applied once and reported once.
-//! * `lock` is `SET human-plus:lock:<id> <token> NX PX <lease>`, in a Lua
-//!   script behind a one-place waiting line. An attempt that finds the
+//! * `lock` is `SET human-plus:lock:<id> <token> PX <lease>` when the lock
+//!   is free (read in the same Lua script, so atomically, as `SET NX`
+//!   would), behind a one-place waiting line. An attempt that finds the
 //!   lock held learns the holder's lease left (`PTTL`). Waiting is cheap:
 //!   a release made by any store of this process wakes that lock's
 //!   waiters in this process at once (workers of one process hand a lock

@@ -68,9 +68,10 @@ return {1, ARGV[2], replicas(ARGV[5])}
 "
 );
 
-/// One attempt to take a lock: `SET lock token NX PX lease`, behind a
-/// one-place waiting line so a holder that releases and locks again at
-/// once cannot starve the workers already waiting.
+/// One attempt to take a lock: `SET lock token PX lease` when it is free
+/// (read first, in the same atomic script), behind a one-place waiting
+/// line so a holder that releases and locks again at once cannot starve
+/// the workers already waiting.
 ///
 /// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key; `ARGV[1]` the
 /// caller's token, `ARGV[2]` the lease in milliseconds, `ARGV[3]` how long
@@ -93,29 +94,25 @@ local held = redis.call('GET', KEYS[1])
 if held == ARGV[1] then
   return {1, replicas(ARGV[4]), -1}
 end
-local function holder()
-  local lease = -1
-  if held then
-    lease = tonumber(string.match(held, '%.(%d+)$')) or -1
-  end
-  return lease
+local function lease_of(token)
+  return tonumber(string.match(token, '%.(%d+)$')) or -1
 end
 local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
-  local left = redis.call('PTTL', KEYS[1])
-  if left < 0 then
-    return {0, redis.call('PTTL', KEYS[2]), -1}
+  if held then
+    return {0, redis.call('PTTL', KEYS[1]), lease_of(held)}
   end
-  return {0, left, holder()}
+  return {0, redis.call('PTTL', KEYS[2]), -1}
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if not held then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if next then
     redis.call('DEL', KEYS[2])
   end
   return {1, replicas(ARGV[4]), -1}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return {2, redis.call('PTTL', KEYS[1]), holder()}
+return {2, redis.call('PTTL', KEYS[1]), lease_of(held)}
 "
 );
 
