@@ -81,6 +81,29 @@
 //! toolset handles — is written once, in [`human_plus_runtime`], over this
 //! crate's [`AsyncIo`] driver; this crate holds only what is I/O.
 //!
+//! ## Replicas, leases and shutting down
+//!
+//! Replicas on one Redis each have a manager over an
+//! `AsyncRedisAttachmentStore` (feature `redis`). An operation holds its
+//! conversation's lock for a short lease (6 s, [`DEFAULT_LEASE`]), renewed
+//! every 2 s while it runs, so a replica that dies frees its conversations
+//! within one lease; a call on a conversation another replica holds is
+//! `attachment_busy` ([`Error::Busy`], [`Error::retry_after`]). A replica
+//! told to stop shuts its manager down first: the locks of its running
+//! operations are given back at once and its kept connections closed.
+//!
+//! ```no_run
+//! # fn serve(human_plus: human_plus_async_std::HumanPlus, terminated: std::sync::mpsc::Receiver<()>) {
+//! // The thread the process's SIGTERM handling wakes:
+//! let _ = terminated.recv();
+//! async_io::block_on(human_plus.shutdown());
+//! std::process::exit(0);
+//! # }
+//! ```
+//!
+//! Dropping the last handle of a manager closes what it keeps as far as a
+//! drop can.
+//!
 //! ## Tools a model can call
 //!
 //! ```no_run

@@ -75,7 +75,7 @@
 //!   the sleeps growing from `min` to `max` ([`RedisConfig::lock_retry`],
 //!   1 ms to 100 ms by default), never past the moment the holder's lease
 //!   runs out (when a holder that died frees it). When the wait runs out
-//!   the answer is [`Error::Busy`](human_plus_core::Error::Busy), a retry
+//!   the answer is [`Error::Busy`], a retry
 //!   possible once the holder's lease has run out. The first waiter to
 //!   find the lock held takes the place `#next` and keeps it by retrying;
 //!   while that place is someone else's, an attempt does not even try the
