@@ -6,11 +6,6 @@
 //! [`block_on`] polls them on the calling thread (parking it, should one
 //! ever return pending). No async runtime is involved.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
 use std::time::Duration;
 
 use human_plus_core::{
@@ -19,36 +14,10 @@ use human_plus_core::{
 };
 use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachmentStore, LockGuard};
 
+use crate::block::block_on;
 use crate::driver::Driver;
 use crate::manager::{HumanPlus, HumanPlusBuilder};
 use crate::parts::Parts;
-
-/// Runs `fut` to completion on the calling thread, parking it while the
-/// future is pending.
-///
-/// ```
-/// assert_eq!(human_plus_runtime::block_on(async { 1 + 1 }), 2);
-/// ```
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = pin!(fut);
-    loop {
-        match fut.as_mut().poll(&mut cx) {
-            Poll::Ready(out) => return out,
-            Poll::Pending => std::thread::park(),
-        }
-    }
-}
 
 /// A blocking [`AttachmentStore`] seen through the async store contract,
 /// for a manager whose futures run on the calling thread: each call blocks

@@ -135,7 +135,7 @@ pub(crate) struct Kept<S> {
 impl<S: AsyncAttachmentStore> Keep for Kept<S> {
     fn renew_blocking(&self) -> bool {
         // A blocking store's future never returns pending.
-        crate::blocking::block_on(self.held.renew(&*self.store))
+        crate::block::block_on(self.held.renew(&*self.store))
     }
 
     fn every(&self) -> Duration {
