@@ -139,8 +139,15 @@ pub struct AgentSetup {
     /// The bound on each connection step.
     pub connect_timeout: Duration,
     /// How long an operation waits for the attachment's store lock while
-    /// nothing of this manager holds it.
+    /// nothing of this manager holds it (then: `attachment_busy`).
     pub lock_wait: Duration,
+    /// How long an operation's store lock is leased (renewed every third
+    /// of it while the operation runs).
+    pub lock_lease: Duration,
+    /// The in-memory store the manager keeps its records in: a clone of
+    /// another agent's store makes the two managers share records and
+    /// locks, as two workers on one store.
+    pub store: InMemoryAttachmentStore,
     /// The tokio runtime's worker threads: 0 for a current-thread runtime
     /// (which runs only while a call runs), more for a multi-threaded one.
     /// The default, 1, keeps kept connections and a warm leg read between
@@ -150,8 +157,8 @@ pub struct AgentSetup {
 
 impl AgentSetup {
     /// A setup with the bundled roots, the system resolver, a 10 s connect
-    /// timeout, the store's default lock wait and a tokio runtime with one
-    /// worker thread.
+    /// timeout, the store's default lock wait and lease, a new in-memory
+    /// store and a tokio runtime with one worker thread.
     #[must_use]
     pub fn new(config: ManagerConfig) -> Self {
         AgentSetup {
@@ -160,6 +167,8 @@ impl AgentSetup {
             hosts: Vec::new(),
             connect_timeout: human_plus_runtime::DEFAULT_CONNECT_TIMEOUT,
             lock_wait: human_plus_store::DEFAULT_LOCK_WAIT,
+            lock_lease: human_plus_store::DEFAULT_LEASE,
+            store: InMemoryAttachmentStore::new(),
             tokio_workers: 1,
         }
     }
@@ -242,6 +251,9 @@ pub trait Agent: Send + Sync {
     fn detach(&self, owner: &str, id: &str) -> Result<SurfaceAttachment, Error>;
     /// The manager's attachment store.
     fn store(&self) -> &InMemoryAttachmentStore;
+    /// `shutdown`: nothing more starts, the locks of running operations
+    /// are given back, kept legs and connections are closed.
+    fn shutdown(&self);
 }
 
 /// Runs a manager's futures to completion.
@@ -285,7 +297,7 @@ struct Run<D: Driver, S, X> {
     records: InMemoryAttachmentStore,
 }
 
-impl<D: Driver, S: AsyncAttachmentStore, X: Exec> Agent for Run<D, S, X> {
+impl<D: Driver, S: AsyncAttachmentStore + 'static, X: Exec> Agent for Run<D, S, X> {
     fn runtime(&self) -> RuntimeKind {
         self.kind
     }
@@ -341,6 +353,9 @@ impl<D: Driver, S: AsyncAttachmentStore, X: Exec> Agent for Run<D, S, X> {
     fn store(&self) -> &InMemoryAttachmentStore {
         &self.records
     }
+    fn shutdown(&self) {
+        self.exec.run(self.manager.shutdown());
+    }
 }
 
 /// The runtime's builder, configured from `setup`.
@@ -349,9 +364,11 @@ fn builder<D: Driver>(
     resolver: Option<Arc<ResolverOf<D>>>,
 ) -> HumanPlusBuilder<D> {
     let builder = HumanPlusBuilder::<D>::new(setup.config)
+        .store(setup.store)
         .tls_roots(setup.roots)
         .connect_timeout(setup.connect_timeout)
-        .lock_wait(setup.lock_wait);
+        .lock_wait(setup.lock_wait)
+        .lock_lease(setup.lock_lease);
     match resolver {
         Some(resolver) => builder.resolver(resolver),
         None => builder,

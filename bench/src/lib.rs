@@ -8,6 +8,8 @@
 //!   runtimes' managers, and the floor (a bare hyper client);
 //! * [`scale`]: 1,000 attachments calling concurrently (the blocking run
 //!   also over a Redis store: the queue worker);
+//! * [`queue`]: the queue worker as worker processes on one Redis, with a
+//!   worker killed mid-run, and what lease renewal adds to a long call;
 //! * [`redis_server`]: a throwaway `redis-server` on a free loopback port;
 //! * [`idle`]: 10,000 warm attachments idle in one process, then calling
 //!   once each;
@@ -32,6 +34,7 @@ pub mod kept;
 pub mod link;
 pub mod net;
 pub mod proxy;
+pub mod queue;
 pub mod redis_server;
 pub mod scale;
 pub mod timing;

@@ -91,13 +91,29 @@ impl Listing {
     }
 }
 
+/// The flag `serve` takes for the time each page takes to answer:
+/// `--reply-delay-ms MS` (the relay holds every answer a page posts that
+/// long, so each page answers one message at a time, that slowly).
+pub const REPLY_DELAY_FLAG: &str = "--reply-delay-ms";
+
+/// The reply delay `args` ask for ([`REPLY_DELAY_FLAG`]).
+#[must_use]
+pub fn reply_delay_from_args(args: &[String]) -> Duration {
+    args.iter()
+        .position(|a| a == REPLY_DELAY_FLAG)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis)
+}
+
 /// `serve`: a relay and `sessions` demo surfaces on a tokio runtime with
-/// two workers, each listing `listing`; prints `{"port", "sessions",
-/// "pid"}` on one line, then runs until its standard input closes.
+/// two workers, each listing `listing` and taking `reply_delay` to answer
+/// each message; prints `{"port", "sessions", "pid"}` on one line, then
+/// runs until its standard input closes.
 ///
 /// # Panics
 /// When the relay or a surface cannot start.
-pub fn serve(sessions: usize, listing: Listing) {
+pub fn serve(sessions: usize, listing: Listing, reply_delay: Duration) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -125,6 +141,13 @@ pub fn serve(sessions: usize, listing: Listing) {
                     .await
                     .unwrap_or_else(|e| panic!("add_tool: {e}"));
             }
+            if !reply_delay.is_zero() {
+                relay.set_faults(
+                    &name,
+                    human_plus_relay::Faults::new()
+                        .delay(human_plus_relay::Leg::Outbox, reply_delay),
+                );
+            }
             surfaces.push(surface);
             names.push(name);
         }
@@ -147,6 +170,22 @@ pub fn serve(sessions: usize, listing: Listing) {
         }
         relay.shutdown().await;
     });
+}
+
+/// A manager configuration reaching the local relay on `port` directly, on
+/// `leg`, under `trust`, cold (no warm leg): what a worker process with no
+/// [`Server`] of its own builds.
+#[must_use]
+pub fn config_for(port: u16, leg: ReceiveLeg, trust: TrustPolicy) -> ManagerConfig {
+    let mut transport = TransportConfig::default().receive_leg(leg);
+    transport.warm = false;
+    ManagerConfig::new(
+        EgressPolicy::new(["127.0.0.1"])
+            .allow_ports([port])
+            .allow_unverified_egress(true),
+        trust,
+    )
+    .transport(transport)
 }
 
 /// A relay and its surfaces in a child process (so their memory and CPU
@@ -180,10 +219,22 @@ impl Server {
     /// When the child cannot start or does not say where it listens.
     #[must_use]
     pub fn start_listing(sessions: usize, listing: Listing) -> Server {
+        Server::start_with(sessions, listing, Duration::ZERO)
+    }
+
+    /// [`Server::start_listing`] with pages that take `reply_delay` to
+    /// answer each message.
+    ///
+    /// # Panics
+    /// When the child cannot start or does not say where it listens.
+    #[must_use]
+    pub fn start_with(sessions: usize, listing: Listing, reply_delay: Duration) -> Server {
         let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+        let delay = reply_delay.as_millis().to_string();
         let mut child = Command::new(exe)
             .args(["serve", &sessions.to_string()])
             .args(listing.flag())
+            .args([REPLY_DELAY_FLAG, delay.as_str()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -166,6 +166,14 @@ impl RedisServer {
         })
     }
 
+    /// The string at `key`, if any (`GET`).
+    ///
+    /// # Errors
+    /// When the server does not answer.
+    pub fn get(&mut self, key: &str) -> Result<Option<String>, RedisError> {
+        Ok(redis::cmd("GET").arg(key).query(&mut self.conn)?)
+    }
+
     /// How many keys the server holds (`DBSIZE`).
     ///
     /// # Errors

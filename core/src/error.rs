@@ -13,6 +13,7 @@
 //! [`redact_text`].
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::values::attachment_state::AttachmentState;
 use crate::values::revision::{RevisionError, SurfaceRevision};
@@ -148,9 +149,20 @@ pub enum Error {
         /// The generation that was found.
         found: Option<u64>,
     },
-    /// The attachment store failed (I/O, lock wait, decryption).
+    /// The attachment store failed (I/O, decryption, a write not
+    /// confirmed).
     #[error("{0}")]
     Store(StoreError),
+    /// Another worker (another process, or another manager) held the
+    /// attachment's lock for the whole wait this call could afford: nothing
+    /// was sent. Retryable: [`Error::retry_after`] says when a retry may
+    /// succeed. The message is written for a model to pass on.
+    #[error("{0}")]
+    Busy(Busy),
+    /// The manager was shut down (`shutdown()`, or a process stopping):
+    /// it starts nothing more. Nothing was sent.
+    #[error("This Human+ manager has been shut down; nothing was sent.")]
+    ShutDown,
 }
 
 impl Error {
@@ -187,6 +199,8 @@ impl Error {
             Error::ProxyAuthRequired(_) => "proxy_auth_required",
             Error::StoreConflict { .. } => "store_conflict",
             Error::Store(_) => "store_failed",
+            Error::Busy(_) => "attachment_busy",
+            Error::ShutDown => "manager_shut_down",
         }
     }
 
@@ -223,7 +237,164 @@ impl Error {
     pub fn outcome_unknown(&self) -> bool {
         matches!(self, Error::DeliveryUnknown(_) | Error::CallTimeout(_))
     }
+
+    /// True when the same call, made again unchanged, is safe and may
+    /// succeed: nothing reached the surface, and what stopped it passes.
+    /// That is [`Error::Busy`] (another worker holds the conversation), a
+    /// transport failure that is not about configuration (DNS, connect,
+    /// I/O, a runtime's connect or leg timeout: an act whose request may
+    /// have left is [`Error::DeliveryUnknown`] instead, never one of these),
+    /// a store's [`StoreErrorKind::LockWait`] (what stores before
+    /// [`Error::Busy`] answered), and an [`Error::Timeout`] (since a call
+    /// that was sent and not answered is [`Error::CallTimeout`], a
+    /// `Timeout` is an operation whose act never left: a listing, a call
+    /// still waiting for its leg or its turn). Everything else is not: a
+    /// [`Error::CallTimeout`] or a [`Error::DeliveryUnknown`] may have been
+    /// applied ([`Error::outcome_unknown`]), a store failure may come after
+    /// the surface acted (its record not kept), and a refusal answers the
+    /// same way again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::{Busy, Error, TransportError, TransportErrorKind};
+    ///
+    /// assert!(Error::Busy(Busy::new(Duration::from_secs(4))).is_retryable());
+    /// let refused = Error::Transport(TransportError::new(TransportErrorKind::Connect, "refused"));
+    /// assert!(refused.is_retryable());
+    /// let untrusted = Error::Transport(TransportError::new(TransportErrorKind::Tls, "unknown issuer"));
+    /// assert!(!untrusted.is_retryable());
+    /// assert!(Error::Timeout.is_retryable(), "nothing that acts was sent");
+    /// let sent = Error::CallTimeout(human_plus_core::DeliveryUnknown::call("sheet_set_cell"));
+    /// assert!(!sent.is_retryable(), "a call that was sent may have been applied");
+    /// assert!(!Error::SurfaceUnavailable.is_retryable());
+    /// ```
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Busy(_) | Error::Timeout => true,
+            Error::Transport(e) => matches!(
+                e.kind(),
+                TransportErrorKind::Dns
+                    | TransportErrorKind::Connect
+                    | TransportErrorKind::Io
+                    | TransportErrorKind::Timeout
+            ),
+            Error::Store(e) => e.kind() == StoreErrorKind::LockWait,
+            _ => false,
+        }
+    }
+
+    /// How long to wait before a retry may succeed, when the error says:
+    /// for [`Error::Busy`], the time left on the other worker's lease (the
+    /// longest its lock can outlive it; a worker still at work renews it,
+    /// and a retry then is busy again). `None` for every other error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::{Busy, Error};
+    ///
+    /// let busy = Error::Busy(Busy::new(Duration::from_millis(3_200)));
+    /// assert_eq!(busy.retry_after(), Some(Duration::from_millis(3_200)));
+    /// assert_eq!(busy.code(), "attachment_busy");
+    /// assert_eq!(
+    ///     busy.to_string(),
+    ///     "Another worker is using this conversation right now; try again in about 4 s."
+    /// );
+    /// assert_eq!(Error::Timeout.retry_after(), None);
+    /// ```
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Busy(b) => Some(b.retry_after()),
+            _ => None,
+        }
+    }
+
+    /// True when the operation ran out of time: [`Error::Timeout`] (nothing
+    /// that acts was sent), [`Error::CallTimeout`] (a call was sent and not
+    /// answered: see [`Error::outcome_unknown`]), and a transport failure of
+    /// kind timeout (a connection step that did not finish in time).
+    ///
+    /// ```
+    /// use human_plus_core::{DeliveryUnknown, Error, TransportError, TransportErrorKind};
+    ///
+    /// assert!(Error::Timeout.is_timeout());
+    /// assert!(Error::CallTimeout(DeliveryUnknown::call("sheet_set_cell")).is_timeout());
+    /// assert!(Error::Transport(TransportError::new(TransportErrorKind::Timeout, "connect")).is_timeout());
+    /// assert!(!Error::SurfaceUnavailable.is_timeout());
+    /// ```
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout | Error::CallTimeout(_) => true,
+            Error::Transport(e) => e.kind() == TransportErrorKind::Timeout,
+            _ => false,
+        }
+    }
+
+    /// True for [`Error::Busy`]: another worker holds the conversation.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::{Busy, Error};
+    ///
+    /// assert!(Error::Busy(Busy::new(Duration::from_secs(1))).is_busy());
+    /// assert!(!Error::Timeout.is_busy());
+    /// ```
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Busy(_))
+    }
 }
+
+/// What [`Error::Busy`] says: another worker holds the attachment's lock,
+/// and how long until a retry may succeed (the time left on that worker's
+/// lease, at least a millisecond). The message names no id and no worker:
+/// a model can pass it on as it is.
+///
+/// ```
+/// use std::time::Duration;
+/// use human_plus_core::Busy;
+///
+/// let busy = Busy::new(Duration::from_millis(200));
+/// assert_eq!(busy.retry_after(), Duration::from_millis(200));
+/// assert_eq!(
+///     busy.to_string(),
+///     "Another worker is using this conversation right now; try again in about 1 s."
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy {
+    retry_after: Duration,
+}
+
+impl Busy {
+    /// Busy, a retry possible after `retry_after` (at least 1 ms).
+    #[must_use]
+    pub fn new(retry_after: Duration) -> Self {
+        Busy {
+            retry_after: retry_after.max(Duration::from_millis(1)),
+        }
+    }
+
+    /// How long until a retry may succeed.
+    #[must_use]
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.retry_after.as_millis().div_ceil(1000).max(1);
+        write!(
+            f,
+            "Another worker is using this conversation right now; try again in about {secs} s."
+        )
+    }
+}
+
+impl std::error::Error for Busy {}
 
 /// What [`Error::DeliveryUnknown`] says: which request may or may not have
 /// reached the surface.
@@ -1274,7 +1445,10 @@ pub enum StoreErrorKind {
     #[default]
     Other,
     /// The attachment's lock was held by another operation for the whole
-    /// wait: the store works, the attachment was busy.
+    /// wait: the store works, the attachment was busy. The stores of this
+    /// project answer [`Error::Busy`] instead since it exists (with when a
+    /// retry may succeed); this kind is kept for stores written before, and
+    /// [`Error::is_retryable`] counts it.
     LockWait,
     /// The store's configuration cannot work (a bad URL, TLS settings for
     /// a plain URL, an unusable key prefix, a certificate file that holds
@@ -1347,8 +1521,8 @@ impl StoreError {
     }
 
     /// The attachment's lock was not free within `wait`: kind
-    /// [`StoreErrorKind::LockWait`], with the one sentence every store and
-    /// the manager use.
+    /// [`StoreErrorKind::LockWait`]. (The stores of this project answer
+    /// [`Error::Busy`] now; this is for stores written before it.)
     ///
     /// ```
     /// use human_plus_core::{StoreError, StoreErrorKind};

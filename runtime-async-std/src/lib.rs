@@ -127,6 +127,29 @@
 //! # }
 //! ```
 //!
+//! ## Replicas, leases and shutting down
+//!
+//! Replicas on one Redis each have a manager over an
+//! `AsyncRedisAttachmentStore` (feature `redis`). An operation holds its
+//! conversation's lock for a short lease (6 s, [`DEFAULT_LEASE`]), renewed
+//! every 2 s while it runs, so a replica that dies frees its conversations
+//! within one lease; a call on a conversation another replica holds is
+//! `attachment_busy` ([`Error::Busy`], [`Error::retry_after`]). A replica
+//! told to stop shuts its manager down first: the locks of its running
+//! operations are given back at once and its kept connections closed.
+//!
+//! ```no_run
+//! # fn serve(human_plus: human_plus_async_std::HumanPlus, terminated: std::sync::mpsc::Receiver<()>) {
+//! // The thread the process's SIGTERM handling wakes:
+//! let _ = terminated.recv();
+//! async_io::block_on(human_plus.shutdown());
+//! std::process::exit(0);
+//! # }
+//! ```
+//!
+//! Dropping the last handle of a manager closes what it keeps as far as a
+//! drop can.
+//!
 //! ## Tools a model can call
 //!
 //! ```no_run
@@ -206,6 +229,22 @@ impl Driver for AsyncIo {
     async fn sleep(wait: Duration) {
         Timer::after(wait).await;
     }
+
+    fn close_idle(&self) {
+        let idle = std::mem::take(
+            &mut *self
+                .ctx
+                .lingering
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(idle);
+        self.ctx
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +293,7 @@ mod tests {
         drop(assert_send(hp.detach(&owner, "a")));
         drop(assert_send(hp.status(&owner, "a")));
         drop(assert_send(hp.conflict_detection(&owner, "a")));
+        drop(assert_send(hp.shutdown()));
         let missing = futures_lite::future::block_on(hp.status(&owner, "a")).unwrap_err();
         assert_eq!(missing, Error::AttachmentMissing);
     }

@@ -115,7 +115,8 @@ async fn silent_page_times_out() {
     );
 }
 
-/// The store lock's wait is bounded by the runtime's timer.
+/// The store lock's wait is bounded by the runtime's timer, and a lock
+/// held elsewhere is `attachment_busy`.
 async fn lock_wait_is_bounded() {
     let relay = Relay::plain("lock-wait").await;
     let hp = relay
@@ -131,7 +132,8 @@ async fn lock_wait_is_bounded() {
         .await
         .unwrap();
     let e = hp.tools(OWNER, a.id()).await.unwrap_err();
-    assert_eq!(e.code(), "store_failed", "{e:?}");
+    assert_eq!(e.code(), "attachment_busy", "{e:?}");
+    assert!(e.retry_after().is_some_and(|d| d <= DEFAULT_LEASE));
     assert!(relay.surface.calls().is_empty());
     assert_eq!(relay.agents_subscribed(), 0, "nothing reached the relay");
     // status and conflict_detection take no lock.

@@ -176,6 +176,53 @@
 //! # Ok::<(), human_plus_blocking::Error>(())
 //! ```
 //!
+//! ## Queue workers on one Redis: busy, leases, shutting down
+//!
+//! Worker processes sharing one Redis each have a manager over a
+//! `RedisAttachmentStore` (feature `redis`), shared by their threads. An
+//! operation holds its conversation's lock for a short lease (6 s,
+//! [`DEFAULT_LEASE`]); the calling thread is busy for the whole operation,
+//! so one thread of the manager (`human-plus-lease`) renews the lease every
+//! 2 s meanwhile, and a worker that dies frees its conversations within one
+//! lease. A job on a conversation another worker holds for longer than the
+//! lock wait is answered `attachment_busy` ([`Error::Busy`]): nothing was
+//! sent, and the queue can put the job back for [`Error::retry_after`]
+//! instead of holding a thread.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use human_plus_blocking::{Error, HumanPlus};
+//! use serde_json::json;
+//!
+//! # fn job(human_plus: &HumanPlus, owner: &str, attachment: &str) -> Result<Option<Duration>, Error> {
+//! match human_plus.call(owner, attachment, "sheet_get_cell", json!({"address": "B4"})) {
+//!     Ok(read) => println!("{}", read.text),
+//!     // Another worker has this conversation: put the job back.
+//!     Err(e) if e.is_busy() => return Ok(e.retry_after()),
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(None)
+//! # }
+//! ```
+//!
+//! A worker told to stop (SIGTERM) shuts its manager down from the thread
+//! that handles the signal, then exits: the locks its running jobs hold are
+//! given back at once, and the other workers serve those conversations.
+//!
+//! ```no_run
+//! # fn serve(human_plus: human_plus_blocking::HumanPlus, terminated: std::sync::mpsc::Receiver<()>) {
+//! let manager = human_plus.clone();
+//! std::thread::spawn(move || {
+//!     let _ = terminated.recv(); // SIGTERM, as the process's signal handling reports it
+//!     manager.shutdown(); // nothing more starts; locks given back; connections closed
+//!     std::process::exit(0);
+//! });
+//! # }
+//! ```
+//!
+//! Dropping the last handle of a manager closes what it keeps as far as a
+//! drop can.
+//!
 //! ## Tools a model can call
 //!
 //! ```no_run
@@ -244,5 +291,18 @@ impl Driver for Blocking {
 
     async fn drive<T: OperationOutput + Send>(&self, run: Drive<T, Self>) -> Driven<T, Self> {
         Ok(drive(&self.net, run.op, run.stream))
+    }
+
+    fn close_idle(&self) {
+        // Each key's ureq agent holds its kept connections (and its
+        // connector those opened ahead): dropped, they close.
+        let agents = std::mem::take(
+            &mut *self
+                .net
+                .agents
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(agents);
     }
 }

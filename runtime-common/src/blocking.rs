@@ -6,11 +6,6 @@
 //! [`block_on`] polls them on the calling thread (parking it, should one
 //! ever return pending). No async runtime is involved.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
 use std::time::Duration;
 
 use human_plus_core::{
@@ -19,36 +14,10 @@ use human_plus_core::{
 };
 use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachmentStore, LockGuard};
 
+use crate::block::block_on;
 use crate::driver::Driver;
 use crate::manager::{HumanPlus, HumanPlusBuilder};
 use crate::parts::Parts;
-
-/// Runs `fut` to completion on the calling thread, parking it while the
-/// future is pending.
-///
-/// ```
-/// assert_eq!(human_plus_runtime::block_on(async { 1 + 1 }), 2);
-/// ```
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = pin!(fut);
-    loop {
-        match fut.as_mut().poll(&mut cx) {
-            Poll::Ready(out) => return out,
-            Poll::Pending => std::thread::park(),
-        }
-    }
-}
 
 /// A blocking [`AttachmentStore`] seen through the async store contract,
 /// for a manager whose futures run on the calling thread: each call blocks
@@ -95,6 +64,14 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
     ) -> Result<LockGuard, Error> {
         self.store.lock(id, lease, wait)
     }
+
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.store.renew(guard, lease)
+    }
+
+    async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.store.release(guard)
+    }
 }
 
 /// The Human+ manager for blocking code: attaches an agent to surfaces and
@@ -105,6 +82,12 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
 /// `Arc`). Operations on one attachment are serialised by the store's lock;
 /// operations on different attachments run in parallel. Each method is
 /// [`HumanPlus`]'s, run to completion.
+///
+/// The calling thread is busy for the whole operation, so the leases of
+/// the locks its operations hold are renewed by one thread of the manager
+/// (`human-plus-lease`, started with the first lock, ending 5 s after the
+/// last). [`BlockingHumanPlus::shutdown`] gives those locks back and closes
+/// what the manager keeps.
 pub struct BlockingHumanPlus<D: Driver, S = InMemoryAttachmentStore> {
     inner: HumanPlus<D, SyncStore<S>>,
 }
@@ -182,7 +165,7 @@ impl<D: Driver, S> BlockingHumanPlus<D, S> {
     }
 }
 
-impl<D: Driver, S: AttachmentStore> BlockingHumanPlus<D, S> {
+impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
     /// Validates `invitation` against the egress policy and stores a new
     /// attachment for `owner`. No network.
     ///
@@ -329,5 +312,15 @@ impl<D: Driver, S: AttachmentStore> BlockingHumanPlus<D, S> {
         attachment: &str,
     ) -> Result<SurfaceAttachment, Error> {
         block_on(self.inner.detach(owner, attachment))
+    }
+
+    /// Shuts the manager down, as [`HumanPlus::shutdown`]: nothing more
+    /// starts ([`Error::ShutDown`]), the lock of every operation still
+    /// running (on other threads) is given back now, and the kept
+    /// connections are closed. Call it from the thread that handles the
+    /// process's SIGTERM, then exit: the other workers serve this one's
+    /// conversations at once.
+    pub fn shutdown(&self) {
+        block_on(self.inner.shutdown());
     }
 }

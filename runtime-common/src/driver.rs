@@ -39,6 +39,10 @@ impl<R: ?Sized> std::fmt::Debug for NetSettings<R> {
 /// manager's futures wait on the runtime's reactor) or [`BlockingFlavour`]
 /// (they run to completion on the calling thread).
 pub trait Flavour: Send + Sync + 'static {
+    /// Whether the manager's futures block the thread that polls them (so
+    /// nothing beside an operation is polled while it runs: the manager
+    /// renews its leases on a thread of its own instead).
+    const BLOCKING: bool = false;
     /// The resolver contract of this flavour (a trait object).
     type Resolver: ?Sized + Send + Sync + 'static;
     /// The default resolver: the system's ([`SystemResolver`](crate::SystemResolver)).
@@ -150,10 +154,16 @@ pub trait Driver: Send + Sync + Sized + 'static {
     }
 
     /// A timer firing after `wait`: what bounds the wait for the store's
-    /// lock. The default never fires, for a driver whose store calls block
-    /// the polling thread and bound their own wait (the blocking runtime).
+    /// lock, and paces the renewal of a held lock's lease. The default
+    /// never fires, for a driver whose store calls block the polling thread
+    /// and bound their own wait (the blocking runtime, whose manager renews
+    /// leases on a thread).
     fn sleep(wait: Duration) -> impl Future<Output = ()> + Send {
         let _ = wait;
         std::future::pending()
     }
+
+    /// Closes every kept connection now (what the manager's shutdown
+    /// does). The default keeps nothing to close.
+    fn close_idle(&self) {}
 }

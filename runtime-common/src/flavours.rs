@@ -21,6 +21,7 @@ impl Flavour for AsyncFlavour {
 }
 
 impl Flavour for BlockingFlavour {
+    const BLOCKING: bool = true;
     type Resolver = dyn ResolveBlocking;
     type Manager<D: Driver<Flavour = Self>, S> = BlockingHumanPlus<D, S>;
     fn system_resolver() -> Arc<dyn ResolveBlocking> {

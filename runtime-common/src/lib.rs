@@ -31,12 +31,14 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod block;
 mod blocking;
 mod body;
 mod driver;
 mod entropy;
 mod failure;
 mod flavours;
+mod lease;
 mod manager;
 mod parts;
 mod resolve;
@@ -45,7 +47,8 @@ mod rig;
 mod tls;
 mod toolset;
 
-pub use blocking::{BlockingHumanPlus, SyncStore, block_on};
+pub use block::block_on;
+pub use blocking::{BlockingHumanPlus, SyncStore};
 pub use body::{BodyReport, WHOLE_BODY_CAP};
 pub use driver::{
     AsyncFlavour, BlockingFlavour, Drive, Driven, Driver, Flavour, KeptStream, ManagerOf,

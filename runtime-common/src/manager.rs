@@ -9,15 +9,16 @@
 //! on the generation it was loaded at, settle the init cache, release the
 //! lock. Those decisions are made here and nowhere else.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    Activity, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig, Operation,
-    OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreError, StoreErrorKind,
+    Activity, Busy, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig,
+    Operation, OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreErrorKind,
     SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError, TransportErrorKind,
     WarmLeg,
 };
@@ -28,6 +29,7 @@ use tracing::Instrument;
 
 use crate::driver::{Drive, Driver, Flavour, KeptStream, ManagerOf, NetSettings, ResolverOf};
 use crate::entropy::{OsEntropy, os_entropy};
+use crate::lease::{Held, Keep, Keeper, Kept, Ticket, keep_beside};
 use crate::parts::Parts;
 use crate::tls::{TlsRoots, client_config};
 
@@ -35,7 +37,16 @@ use crate::tls::{TlsRoots, client_config};
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The Human+ manager of an async runtime: attaches an agent to surfaces
-/// and runs its operations, holding the attachment store's lock for each.
+/// and runs its operations, holding the attachment store's lock for each
+/// (its short lease renewed while the operation runs: see
+/// [`HumanPlusBuilder::lock_lease`]).
+///
+/// [`HumanPlus::shutdown`] gives back every lock its running operations
+/// hold and closes its kept legs and connections; it starts nothing more.
+/// A service calls it when it is told to stop (SIGTERM), so its
+/// conversations are free for the other replicas at once. Dropping the
+/// last handle closes what the manager keeps as far as a drop can (no
+/// operation can be running then).
 ///
 /// `human_plus_tokio::HumanPlus` and `human_plus_async_std::HumanPlus` are
 /// this type over their runtime's driver. Cheap to clone (an [`Arc`]
@@ -53,7 +64,7 @@ type WarmSlot<D> = (WarmLeg, Option<<D as Driver>::Stream>);
 
 struct Inner<D: Driver, S> {
     config: ManagerConfig,
-    store: S,
+    store: Arc<S>,
     driver: D,
     init: Mutex<InitCache>,
     /// Warm attachments' receive legs between operations (warm mode).
@@ -62,9 +73,15 @@ struct Inner<D: Driver, S> {
     /// ([`HumanPlus::take_seen`]).
     seen: Mutex<HashMap<String, Seen>>,
     /// The attachments whose store lock an operation of this manager holds
-    /// now: another operation on one of them waits its turn for as long as
-    /// its own timeout allows, not for the store's lock wait.
-    holding: Mutex<HashSet<String>>,
+    /// now, and the lock: another operation on one of them waits its turn
+    /// for as long as its own timeout allows, not for the store's lock
+    /// wait; a shutdown gives each back.
+    holding: Mutex<HashMap<String, Arc<Held>>>,
+    /// The keeper thread of a blocking manager's leases (unused by an
+    /// async manager, which renews beside each operation).
+    keeper: Keeper,
+    /// Set by [`HumanPlus::shutdown`]: nothing more starts.
+    shut: AtomicBool,
     connect_timeout: Duration,
     lock_lease: Duration,
     lock_wait: Duration,
@@ -121,12 +138,14 @@ impl<D: Driver, S> HumanPlus<D, S> {
         HumanPlus {
             inner: Arc::new(Inner {
                 config,
-                store: parts.store,
+                store: Arc::new(parts.store),
                 driver: parts.driver,
                 init: Mutex::new(InitCache::new()),
                 warm: Mutex::new(HashMap::new()),
                 seen: Mutex::new(HashMap::new()),
-                holding: Mutex::new(HashSet::new()),
+                holding: Mutex::new(HashMap::new()),
+                keeper: Keeper::default(),
+                shut: AtomicBool::new(false),
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
                 lock_wait: parts.lock_wait,
@@ -212,13 +231,14 @@ impl<T, F> Start<T> for F where
 {
 }
 
-impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
+impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// Validates `invitation` against the egress policy, mints an
     /// attachment for `participant`, owned by `owner`, and stores it. No
     /// network.
     ///
     /// # Errors
-    /// [`Error::InvalidOwner`], [`Error::EgressRefused`], or the store's.
+    /// [`Error::InvalidOwner`], [`Error::EgressRefused`],
+    /// [`Error::ShutDown`], or the store's.
     pub fn attach<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -233,6 +253,7 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         );
         async move {
             let owner = owner?;
+            self.refuse_if_shut_down()?;
             let record = human_plus_core::attach(
                 &owner,
                 invitation,
@@ -548,6 +569,64 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         )
     }
 
+    /// Shuts the manager down: nothing more starts (every operation, and
+    /// `attach`, answers [`Error::ShutDown`]); the store lock of every
+    /// operation still running is given back now (awaiting the store), so
+    /// another worker can serve those conversations at once; its kept legs
+    /// and connections are closed. An operation still running goes on to
+    /// its end without the lock: its record's write is fenced by the
+    /// generation (a worker that took the conversation over and wrote first
+    /// wins, and this one's write is refused as `store_conflict`). Calling
+    /// it again does nothing more.
+    ///
+    /// What a service calls when it is told to stop:
+    ///
+    /// ```no_run
+    /// # async fn serve<D: human_plus_runtime::Driver, S: human_plus_store::AsyncAttachmentStore + 'static>(
+    /// #     human_plus: human_plus_runtime::HumanPlus<D, S>,
+    /// #     terminated: impl std::future::Future<Output = ()>,
+    /// # ) {
+    /// terminated.await; // SIGTERM, from the runtime's signal handling
+    /// human_plus.shutdown().await;
+    /// // Exit: the other replicas serve this one's conversations now.
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        let inner = &*self.inner;
+        inner.shut.store(true, Ordering::SeqCst);
+        let held: Vec<Arc<Held>> = inner
+            .holding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for lock in held {
+            lock.stop();
+            if let Err(e) = inner.store.release(&lock.guard).await {
+                tracing::warn!(
+                    attachment = %lock.guard.id(),
+                    code = e.code(),
+                    "shutdown: the lock could not be given back; it frees when its lease runs out"
+                );
+            }
+        }
+        // Dropping the kept streams closes the warm legs.
+        let warm = std::mem::take(&mut *inner.warm.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(warm);
+        inner.driver.close_idle();
+        tracing::debug!("manager shut down");
+    }
+
+    /// [`Error::ShutDown`] once [`HumanPlus::shutdown`] was called.
+    fn refuse_if_shut_down(&self) -> Result<(), Error> {
+        if self.inner.shut.load(Ordering::SeqCst) {
+            Err(Error::ShutDown)
+        } else {
+            Ok(())
+        }
+    }
+
     async fn load(&self, id: &str) -> Result<SurfaceAttachment, Error> {
         self.inner
             .store
@@ -601,6 +680,7 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         let needs_trust = matches!(op, Op::Tools | Op::Call | Op::ChangesSince);
         async move {
             let owner = owner?;
+            self.refuse_if_shut_down()?;
             if needs_trust {
                 self.inner.config.trust.assert_declared()?;
             }
@@ -614,10 +694,11 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
     }
 
     /// The manager flow of every networked operation: take the store lock
-    /// for the whole operation, load the record, build the operation, hand
-    /// it the warm leg, drive it, keep the warm leg it hands back, store
-    /// the changed record with a compare-and-set on the loaded generation,
-    /// settle the init cache, release the lock.
+    /// for the whole operation (its lease renewed while it runs), load the
+    /// record, build the operation, hand it the warm leg, drive it, keep
+    /// the warm leg it hands back, store the changed record with a
+    /// compare-and-set on the loaded generation, settle the init cache,
+    /// release the lock.
     async fn locked<T: OperationOutput + Send, F: Start<T>>(
         &self,
         id: String,
@@ -628,8 +709,14 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
         let inner = &*self.inner;
         let deadline = D::now() + timeout;
         let (guard, queued) = self.take_turn(&id, deadline).await?;
-        let held = Holding::new(&inner.holding, &id);
-        let result = async {
+        let lock = Arc::new(Held::new(guard, inner.lock_lease));
+        let held = Holding::new(&inner.holding, &id, &lock);
+        if inner.shut.load(Ordering::SeqCst) {
+            // Shut down while it waited: give the lock back, start nothing.
+            lock.stop();
+            return Err(Error::ShutDown);
+        }
+        let work = async {
             let record = self.load(&id).await?;
             // The operation reads the cache once, when it is built: no copy.
             let mut op = {
@@ -642,23 +729,48 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
                 op = op.with_deadline(deadline);
             }
             self.drive(id.clone(), op).await
-        }
-        .await;
+        };
+        let result = if <D::Flavour as Flavour>::BLOCKING {
+            // Nothing beside a blocking operation is ever polled: the
+            // manager's keeper thread renews the lease meanwhile.
+            let _ticket = self.keep_on_thread(&lock);
+            work.await
+        } else {
+            let renewing = async {
+                keep_beside::<D, S>(&inner.store, &lock).await;
+                // Lost or given back: the operation goes on, fenced.
+                std::future::pending().await
+            };
+            futures_lite::future::or(work, renewing).await
+        };
+        lock.stop();
         // Not held here any more before the lock is given back: the next
         // holder marks it again once it has the lock.
         drop(held);
-        drop(guard);
+        drop(lock);
         result
+    }
+
+    /// Has the keeper thread renew `lock` until the ticket drops.
+    fn keep_on_thread(&self, lock: &Arc<Held>) -> Ticket {
+        let kept: Arc<dyn Keep> = Arc::new(Kept {
+            store: Arc::clone(&self.inner.store),
+            held: Arc::clone(lock),
+        });
+        self.inner.keeper.keep(kept)
     }
 
     /// Takes the attachment's store lock for an operation promised to end
     /// by `deadline`. While an operation of this manager holds it (waiting
     /// for the surface, say), the wait lasts as long as `deadline` allows
     /// and ends as [`Error::Timeout`]: the caller asked for an answer
-    /// within its timeout, and the store is not at fault. Otherwise the
-    /// store's lock wait applies, as [`StoreError::lock_wait`] (or a
-    /// timeout, when `deadline` comes first). Also says whether the
-    /// operation waited behind one of this manager's.
+    /// within its timeout, the other operation is waiting on the surface,
+    /// and the store is not at fault (issue 27's rule, kept). A lock held
+    /// elsewhere (another process, another manager) is waited for up to
+    /// the store's lock wait or the deadline, whichever comes first, and
+    /// then answered [`Error::Busy`], with when a retry may succeed (the
+    /// holder's lease left, as the store last saw it). Also says whether
+    /// the operation waited behind one of this manager's.
     async fn take_turn(&self, id: &str, deadline: Instant) -> Result<(LockGuard, bool), Error> {
         let inner = &*self.inner;
         let asked = D::now();
@@ -671,33 +783,68 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
                 .saturating_sub(now.saturating_duration_since(asked));
             let local = self.held_here(id);
             queued |= local;
-            // Behind one of ours, or with less time left than the store's
-            // lock wait, the operation's own deadline bounds the wait.
-            let (bound, by_deadline) = if local || left < lock_left {
-                (left, true)
-            } else {
-                (lock_left, false)
-            };
+            // Behind one of ours the operation's own deadline bounds the
+            // wait; elsewhere the lock wait too.
+            let bound = if local { left } else { left.min(lock_left) };
             let lock = async { Some(inner.store.lock_within(id, inner.lock_lease, bound).await) };
             let wait = async {
                 D::sleep(bound).await;
                 None
             };
-            match futures_lite::future::or(lock, wait).await {
+            let busy = match futures_lite::future::or(lock, wait).await {
                 Some(Ok(guard)) => return Ok((guard, queued)),
-                Some(Err(Error::Store(e))) if e.kind() == StoreErrorKind::LockWait => {}
+                Some(Err(Error::Busy(busy))) => Some(busy),
+                Some(Err(Error::Store(e))) if e.kind() == StoreErrorKind::LockWait => None,
                 Some(Err(e)) => return Err(e),
-                None => {}
-            }
+                None => None,
+            };
             if D::now() < deadline && self.held_here(id) {
                 // One of ours holds it now: wait on, up to the deadline.
                 continue;
             }
-            if by_deadline || queued {
+            if queued {
                 tracing::debug!(attachment = %id, "no turn on the attachment before the deadline");
                 return Err(Error::Timeout);
             }
-            return Err(Error::Store(StoreError::lock_wait(id, inner.lock_wait)));
+            let busy = match busy {
+                Some(busy) => busy,
+                None => match self.last_attempt(id).await? {
+                    Ok(guard) => return Ok((guard, queued)),
+                    Err(busy) => busy,
+                },
+            };
+            tracing::debug!(
+                attachment = %id,
+                retry_after_ms = u64::try_from(busy.retry_after().as_millis()).unwrap_or(u64::MAX),
+                "another worker holds the attachment"
+            );
+            return Err(Error::Busy(busy));
+        }
+    }
+
+    /// When the wait for a lock held elsewhere ran out on the runtime's
+    /// timer rather than in the store: one more attempt that does not wait,
+    /// whose refusal says how long the holder's lease has left (bounded by
+    /// [`LAST_ATTEMPT`], after which the whole lease is the answer).
+    async fn last_attempt(&self, id: &str) -> Result<Result<LockGuard, Busy>, Error> {
+        let inner = &*self.inner;
+        let attempt = async {
+            Some(
+                inner
+                    .store
+                    .lock_within(id, inner.lock_lease, Duration::ZERO)
+                    .await,
+            )
+        };
+        let bound = async {
+            D::sleep(LAST_ATTEMPT).await;
+            None
+        };
+        match futures_lite::future::or(attempt, bound).await {
+            Some(Ok(guard)) => Ok(Ok(guard)),
+            Some(Err(Error::Busy(busy))) => Ok(Err(busy)),
+            Some(Err(e)) if !e.is_retryable() => Err(e),
+            _ => Ok(Err(Busy::new(inner.lock_lease))),
         }
     }
 
@@ -707,7 +854,7 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
             .holding
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(id)
+            .contains_key(id)
     }
 
     /// Drives `op` with the warm leg kept for `id`, keeps the warm leg and
@@ -764,18 +911,22 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlus<D, S> {
     }
 }
 
+/// How long the attempt after a lock wait that ran out on the runtime's
+/// timer may take (one round trip to the store).
+const LAST_ATTEMPT: Duration = Duration::from_secs(1);
+
 /// An attachment whose store lock an operation of this manager holds, for
 /// as long as this lives.
 struct Holding<'a> {
-    set: &'a Mutex<HashSet<String>>,
+    set: &'a Mutex<HashMap<String, Arc<Held>>>,
     id: String,
 }
 
 impl<'a> Holding<'a> {
-    fn new(set: &'a Mutex<HashSet<String>>, id: &str) -> Self {
+    fn new(set: &'a Mutex<HashMap<String, Arc<Held>>>, id: &str, lock: &Arc<Held>) -> Self {
         set.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned());
+            .insert(id.to_owned(), Arc::clone(lock));
         Holding {
             set,
             id: id.to_owned(),
@@ -785,10 +936,12 @@ impl<'a> Holding<'a> {
 
 impl Drop for Holding<'_> {
     fn drop(&mut self) {
-        self.set
+        let removed = self
+            .set
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.id);
+        drop(removed);
     }
 }
 
@@ -889,15 +1042,22 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
     }
 
     /// How long an operation's store lock is leased (default
-    /// [`DEFAULT_LEASE`]).
+    /// [`DEFAULT_LEASE`], 6 s). The manager renews it every third of it
+    /// while the operation runs, however long that is; a worker that dies
+    /// or is stopped stops renewing, and its conversations are free for the
+    /// others within one lease. Shorter frees them sooner and costs a
+    /// renewal (one store round trip) more often during a long operation.
     #[must_use]
     pub fn lock_lease(mut self, lease: Duration) -> Self {
         self.lock_lease = lease;
         self
     }
 
-    /// How long an operation waits for the store lock before failing with
-    /// [`Error::Store`] (default [`DEFAULT_LOCK_WAIT`]).
+    /// How long an operation waits for a store lock another worker holds
+    /// before answering [`Error::Busy`] (default [`DEFAULT_LOCK_WAIT`],
+    /// never longer than the operation's own timeout). A queue worker that
+    /// would rather put the job back than hold a thread sets it short and
+    /// re-schedules after [`Error::retry_after`].
     #[must_use]
     pub fn lock_wait(mut self, wait: Duration) -> Self {
         self.lock_wait = wait;

@@ -65,7 +65,7 @@ impl<M: Clone> HumanPlusToolset<M> {
     }
 }
 
-impl<D: Driver, S: AsyncAttachmentStore> HumanPlusToolset<HumanPlus<D, S>> {
+impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlusToolset<HumanPlus<D, S>> {
     /// Discovers the attachment's tools (trust and pins apply) and returns
     /// a handle per admitted tool, in surface order. A tool named in
     /// `approval_tools` (exact match) is marked as requiring approval.
@@ -85,7 +85,7 @@ impl<D: Driver, S: AsyncAttachmentStore> HumanPlusToolset<HumanPlus<D, S>> {
     }
 }
 
-impl<D: Driver, S: AttachmentStore> HumanPlusToolset<BlockingHumanPlus<D, S>> {
+impl<D: Driver, S: AttachmentStore + 'static> HumanPlusToolset<BlockingHumanPlus<D, S>> {
     /// Discovers the attachment's tools (trust and pins apply) and returns
     /// a handle per admitted tool, in surface order. A tool named in
     /// `approval_tools` (exact match) is marked as requiring approval.
@@ -150,7 +150,7 @@ impl<M> ToolHandle<M> {
     }
 }
 
-impl<D: Driver, S: AsyncAttachmentStore> ToolHandle<HumanPlus<D, S>> {
+impl<D: Driver, S: AsyncAttachmentStore + 'static> ToolHandle<HumanPlus<D, S>> {
     /// Calls the tool through [`HumanPlus::call`] with `arguments` (a JSON
     /// object, or null for `{}`): pinned to the last revision seen, the
     /// result framed as untrusted data.
@@ -170,7 +170,7 @@ impl<D: Driver, S: AsyncAttachmentStore> ToolHandle<HumanPlus<D, S>> {
     }
 }
 
-impl<D: Driver, S: AttachmentStore> ToolHandle<BlockingHumanPlus<D, S>> {
+impl<D: Driver, S: AttachmentStore + 'static> ToolHandle<BlockingHumanPlus<D, S>> {
     /// Calls the tool through [`BlockingHumanPlus::call`] with `arguments`
     /// (a JSON object, or null for `{}`): pinned to the last revision seen,
     /// the result framed as untrusted data.

@@ -151,6 +151,33 @@
 //! # Ok::<(), human_plus_tokio::Error>(())
 //! ```
 //!
+//! ## Replicas, leases and shutting down
+//!
+//! A service run as several replicas on one Redis gives each its manager
+//! over an `AsyncRedisAttachmentStore` (feature `redis`). An operation
+//! holds its conversation's lock for a short lease (6 s,
+//! [`DEFAULT_LEASE`]) that the manager renews every 2 s while the operation
+//! runs, so a replica that dies frees its conversations within one lease. A
+//! call on a conversation another replica holds for longer than the lock
+//! wait is `attachment_busy` ([`Error::Busy`]): nothing was sent, and
+//! [`Error::retry_after`] says when to try again. A replica told to stop
+//! shuts its manager down, which gives back the locks its running
+//! operations hold, so the others serve those conversations at once:
+//!
+//! ```no_run
+//! use tokio::signal::unix::{SignalKind, signal};
+//!
+//! # async fn serve(human_plus: human_plus_tokio::HumanPlus) -> std::io::Result<()> {
+//! let mut terminate = signal(SignalKind::terminate())?;
+//! terminate.recv().await; // a rolling deploy, a node drained
+//! human_plus.shutdown().await; // nothing more starts; locks given back; connections closed
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Dropping the last handle of a manager closes what it keeps as far as a
+//! drop can.
+//!
 //! ## Tools a model can call
 //!
 //! [`HumanPlusToolset`] turns an attachment's admitted tools into
@@ -246,5 +273,14 @@ impl Driver for Tokio {
 
     fn sleep(wait: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(wait)
+    }
+
+    fn close_idle(&self) {
+        // Dropping a kept connection's sender ends its connection task.
+        self.connector
+            .pool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
     }
 }

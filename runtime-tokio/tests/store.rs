@@ -69,10 +69,15 @@ impl AsyncAttachmentStore for Recording {
         self.locks.fetch_add(1, Ordering::SeqCst);
         AsyncAttachmentStore::lock(&self.inner, id, lease).await
     }
+
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        AsyncAttachmentStore::renew(&self.inner, guard, lease).await
+    }
 }
 
 /// The lock wait is bounded on tokio's clock: with the clock paused, a
-/// held lock gives up after the configured wait without real time passing.
+/// lock held elsewhere gives up after the configured wait without real
+/// time passing, as `attachment_busy`.
 #[tokio::test(start_paused = true)]
 async fn a_held_lock_gives_up_after_the_lock_wait() {
     let store = InMemoryAttachmentStore::new();
@@ -92,7 +97,11 @@ async fn a_held_lock_gives_up_after_the_lock_wait() {
         .unwrap();
     let started = tokio::time::Instant::now();
     let err = hp.detach(OWNER, &id).await.unwrap_err();
-    assert_eq!(err.code(), "store_failed", "{err:?}");
+    assert_eq!(err.code(), "attachment_busy", "{err:?}");
+    assert!(err.is_retryable());
+    // The holder renews on time as far as the store can tell: a retry
+    // within one renewal interval of its lease.
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(200)));
     assert!(tokio::time::Instant::now() - started >= Duration::from_secs(30));
     assert!(!err.to_string().contains(TOKEN));
     // Still attached: nothing ran.

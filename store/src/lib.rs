@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
-use human_plus_core::{Error, StoreError, SurfaceAttachment};
+use human_plus_core::{Busy, Error, StoreError, SurfaceAttachment};
 
 #[cfg(feature = "redis")]
 pub mod redis_store;
@@ -55,12 +55,100 @@ pub use redis_store::AsyncRedisAttachmentStore;
 pub use redis_store::{KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 
 /// How long a lock is held before another worker may take it over, if its
-/// holder never releases it (a crash). Longer than a whole operation at the
-/// default 30 s exchange timeout.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+/// holder stops renewing it (a crash, a process stopped): 6 s. A manager
+/// renews the lease of every lock its operations hold at a third of it
+/// ([`AttachmentStore::renew`]), however long the operation runs, so a dead
+/// holder's conversations free within one lease whatever the exchange
+/// timeout.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(6);
 
-/// How long a manager waits for a lock before giving up.
+/// How long a manager waits for a lock another worker holds before
+/// answering [`Error::Busy`] (never longer than the operation's own
+/// timeout).
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// How often the holder of a lock leased for `lease` renews it while it
+/// works: every third of it (at least every millisecond). This is the
+/// lease contract of every store and manager of this project: a manager
+/// renews the lock of each running operation at this interval, and a
+/// waiter reads a lock whose holder has let an interval and a quarter pass
+/// since it last renewed as held by a worker that died or stalled
+/// ([`Holder::overdue`]): it waits out that lease instead of polling.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(human_plus_store::renew_interval(Duration::from_secs(6)), Duration::from_secs(2));
+/// ```
+#[must_use]
+pub fn renew_interval(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}
+
+/// What a lock attempt saw of the lock's holder: the time left on its
+/// lease, and the lease it took (when the store knows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder {
+    /// The time left on the holder's lease.
+    pub left: Duration,
+    /// The whole lease the holder took (and renews to), if known.
+    pub lease: Option<Duration>,
+}
+
+impl Holder {
+    /// Whether the holder has let more than an interval and a quarter pass
+    /// since it last set its lease (a renewal takes one round trip, so a
+    /// holder at work is never that late unless its process stalls): it
+    /// died or stalled, and
+    /// the lock frees when `left` runs out (unless it wakes and renews).
+    /// Never, when its lease is unknown.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_store::Holder;
+    ///
+    /// let s = Duration::from_secs;
+    /// assert!(!Holder { left: s(5), lease: Some(s(6)) }.overdue(), "renewed a second ago");
+    /// assert!(Holder { left: s(3), lease: Some(s(6)) }.overdue(), "three seconds without renewing");
+    /// assert!(!Holder { left: s(2), lease: None }.overdue());
+    /// ```
+    #[must_use]
+    pub fn overdue(&self) -> bool {
+        self.lease.is_some_and(|lease| {
+            let every = renew_interval(lease);
+            lease.saturating_sub(self.left) > every + every / 4
+        })
+    }
+
+    /// When a retry may succeed: once the lease runs out, for a holder
+    /// that is overdue (or whose lease is unknown); otherwise within one
+    /// renewal interval of its lease, by when a holder still at work has
+    /// either finished or renewed again, and one that died shows it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_store::Holder;
+    ///
+    /// let s = Duration::from_secs;
+    /// assert_eq!(Holder { left: s(2), lease: Some(s(6)) }.retry_after(), s(2));
+    /// assert_eq!(Holder { left: s(6), lease: Some(s(6)) }.retry_after(), s(2));
+    /// assert_eq!(Holder { left: s(6), lease: None }.retry_after(), s(6));
+    /// ```
+    #[must_use]
+    pub fn retry_after(&self) -> Duration {
+        match self.lease {
+            Some(lease) if !self.overdue() => self.left.min(renew_interval(lease)),
+            _ => self.left,
+        }
+    }
+}
+
+/// The answer when a lock's wait ran out (or cannot end in time):
+/// [`Error::Busy`], a retry possible after [`Holder::retry_after`] (after
+/// `lease`, the waiter's own, when nothing was seen of the holder).
+#[must_use]
+pub fn busy(holder: Option<Holder>, lease: Duration) -> Error {
+    Error::Busy(Busy::new(holder.map_or(lease, |h| h.retry_after())))
+}
 
 /// A held per-attachment lock. Dropping it releases the lock.
 ///
@@ -69,6 +157,10 @@ pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
 /// the generation: every write is a compare-and-set on the generation the
 /// holder loaded, so a late holder's write fails with
 /// [`Error::StoreConflict`] instead of overwriting.
+///
+/// Nothing renews a guard's lease by itself: its holder does
+/// ([`AttachmentStore::renew`]); a manager renews the locks of its
+/// operations while they run.
 pub struct LockGuard {
     id: String,
     token: String,
@@ -146,11 +238,35 @@ pub trait AttachmentStore: Send + Sync {
     fn put(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error>;
 
     /// Takes the lock of attachment `id` for `lease`, waiting at most
-    /// `wait` for it.
+    /// `wait` for it. A waiter wakes when the lock frees (a release in this
+    /// process) or backs off within the holder's lease: it does not poll
+    /// the store in a tight loop.
     ///
     /// # Errors
-    /// [`Error::Store`] when the wait runs out or the store fails.
+    /// [`Error::Busy`] when the wait runs out (with the time left on the
+    /// holder's lease), [`Error::Store`] when the store fails.
     fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error>;
+
+    /// Extends `guard`'s lease to `lease` from now, if the lock still holds
+    /// `guard`'s token: `Ok(true)`. `Ok(false)` when it does not (the lease
+    /// ran out and the lock is free or another worker's): the lock is lost,
+    /// and only the generation fences the holder's writes from then on.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails (after its own retries).
+    fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error>;
+
+    /// Gives `guard`'s lock back now, before the guard is dropped (what a
+    /// manager's shutdown does with the locks its running operations hold);
+    /// dropping the guard later frees nothing more (a release compares the
+    /// token). The default leaves it to the drop.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        let _ = guard;
+        Ok(())
+    }
 }
 
 /// The async store contract: the same meaning as [`AttachmentStore`].
@@ -179,10 +295,11 @@ pub trait AsyncAttachmentStore: Send + Sync {
     ) -> impl Future<Output = Result<LockGuard, Error>> + Send;
 
     /// [`AsyncAttachmentStore::lock`], for a caller that will wait at most
-    /// `wait`. A store whose future blocks the thread that polls it (a
-    /// blocking store seen through this contract) must bound its own wait
-    /// and answer [`StoreError::lock_wait`] when it runs out; the default
-    /// leaves the bound to the caller's timer.
+    /// `wait`: a store that can should answer [`Error::Busy`] with the time
+    /// left on the holder's lease when the wait runs out. A store whose
+    /// future blocks the thread that polls it (a blocking store seen
+    /// through this contract) must bound its own wait; the default leaves
+    /// the bound to the caller's timer.
     fn lock_within(
         &self,
         id: &str,
@@ -192,12 +309,28 @@ pub trait AsyncAttachmentStore: Send + Sync {
         let _ = wait;
         self.lock(id, lease)
     }
+
+    /// Extends `guard`'s lease, as [`AttachmentStore::renew`].
+    fn renew(
+        &self,
+        guard: &LockGuard,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// Gives `guard`'s lock back now, as [`AttachmentStore::release`]
+    /// (resolved once the store has done it). The default leaves it to the
+    /// drop.
+    fn release(&self, guard: &LockGuard) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = guard;
+        std::future::ready(Ok(()))
+    }
 }
 
 #[derive(Debug)]
 struct Held {
     token: u64,
     expires: Instant,
+    lease: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -257,12 +390,17 @@ impl InMemoryAttachmentStore {
         Ok(())
     }
 
-    /// One attempt to take the lock.
-    fn try_lock(&self, id: &str, lease: Duration) -> Result<Option<LockGuard>, Error> {
+    /// One attempt to take the lock: the guard, or when the holder's lease
+    /// runs out and what it is.
+    fn try_lock(
+        &self,
+        id: &str,
+        lease: Duration,
+    ) -> Result<Result<LockGuard, (Instant, Duration)>, Error> {
         let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
         let now = Instant::now();
-        if locks.get(id).is_some_and(|h| h.expires > now) {
-            return Ok(None);
+        if let Some(held) = locks.get(id).filter(|h| h.expires > now) {
+            return Ok(Err((held.expires, held.lease)));
         }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
         locks.insert(
@@ -270,27 +408,47 @@ impl InMemoryAttachmentStore {
             Held {
                 token,
                 expires: now + lease,
+                lease,
             },
         );
         let inner = Arc::clone(&self.inner);
         let key = id.to_owned();
-        Ok(Some(LockGuard::new(id, token.to_string(), move || {
-            if let Ok(mut locks) = inner.locks.lock()
-                && locks.get(&key).is_some_and(|h| h.token == token)
-            {
-                locks.remove(&key);
-            }
-            inner.released.notify(usize::MAX);
+        Ok(Ok(LockGuard::new(id, token.to_string(), move || {
+            Inner::free(&inner, &key, token);
         })))
     }
 
-    /// When the current holder's lease of `id` runs out, if it is held.
-    fn expiry(&self, id: &str) -> Option<Instant> {
-        self.inner
-            .locks
-            .lock()
-            .ok()
-            .and_then(|l| l.get(id).map(|h| h.expires))
+    /// Extends the lease of the lock `guard` holds, if it still does.
+    fn renew_now(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
+        let now = Instant::now();
+        match locks.get_mut(guard.id()) {
+            Some(held) if held.token.to_string() == guard.token() && held.expires > now => {
+                held.expires = now + lease;
+                held.lease = lease;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Frees the lock `guard` holds, if it still does.
+    fn release_now(&self, guard: &LockGuard) {
+        if let Ok(token) = guard.token().parse() {
+            Inner::free(&self.inner, guard.id(), token);
+        }
+    }
+}
+
+impl Inner {
+    /// Frees lock `key` if it holds `token`, and wakes every waiter.
+    fn free(inner: &Inner, key: &str, token: u64) {
+        if let Ok(mut locks) = inner.locks.lock()
+            && locks.get(key).is_some_and(|h| h.token == token)
+        {
+            locks.remove(key);
+        }
+        inner.released.notify(usize::MAX);
     }
 }
 
@@ -307,16 +465,33 @@ impl AttachmentStore for InMemoryAttachmentStore {
         let deadline = Instant::now() + wait;
         loop {
             let listener = self.inner.released.listen();
-            if let Some(guard) = self.try_lock(id, lease)? {
-                return Ok(guard);
-            }
+            let (expires, held_for) = match self.try_lock(id, lease)? {
+                Ok(guard) => return Ok(guard),
+                Err(held) => held,
+            };
             let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::Store(StoreError::lock_wait(id, wait)));
+            let holder = Holder {
+                left: expires - now,
+                lease: Some(held_for),
+            };
+            if now >= deadline || (holder.overdue() && expires > deadline) {
+                // The wait is over, or only the holder's lease running out
+                // frees the lock, and not within the wait.
+                return Err(busy(Some(holder), lease));
             }
-            let wake = self.expiry(id).map_or(deadline, |e| e.min(deadline));
+            // Woken by a release, or when the holder's lease runs out.
+            let wake = expires.min(deadline);
             listener.wait_deadline(wake.max(now + Duration::from_millis(1)));
         }
+    }
+
+    fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.renew_now(guard, lease)
+    }
+
+    fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.release_now(guard);
+        Ok(())
     }
 }
 
@@ -332,7 +507,7 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
     async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
         loop {
             let listener = self.inner.released.listen();
-            if let Some(guard) = self.try_lock(id, lease)? {
+            if let Ok(guard) = self.try_lock(id, lease)? {
                 return Ok(guard);
             }
             // Woken by the next release. An expired lease is taken over at
@@ -340,6 +515,45 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
             // drop, so expiry only matters to leaked guards.
             listener.await;
         }
+    }
+
+    /// Waits for releases, as [`AsyncAttachmentStore::lock`]; with no
+    /// timer of its own it answers [`Error::Busy`] (with the time left on
+    /// the holder's lease) only at an attempt made once `wait` has run out:
+    /// a zero `wait` is one attempt, and the caller's timer bounds the
+    /// rest.
+    async fn lock_within(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<LockGuard, Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let listener = self.inner.released.listen();
+            let (expires, held_for) = match self.try_lock(id, lease)? {
+                Ok(guard) => return Ok(guard),
+                Err(held) => held,
+            };
+            let now = Instant::now();
+            let holder = Holder {
+                left: expires - now,
+                lease: Some(held_for),
+            };
+            if now >= deadline || (holder.overdue() && expires > deadline) {
+                return Err(busy(Some(holder), lease));
+            }
+            listener.await;
+        }
+    }
+
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.renew_now(guard, lease)
+    }
+
+    async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.release_now(guard);
+        Ok(())
     }
 }
 
@@ -444,6 +658,80 @@ mod tests {
                 .is_err()
         );
         drop(new);
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_busy_with_the_lease_left() {
+        let s = InMemoryAttachmentStore::new();
+        let _g = s.lock("a", Duration::from_secs(5), Duration::ZERO).unwrap();
+        let e = s
+            .lock("a", DEFAULT_LEASE, Duration::from_millis(30))
+            .unwrap_err();
+        assert_eq!(e.code(), "attachment_busy", "{e}");
+        assert!(e.is_retryable());
+        // A holder that renews on time: a retry within one renewal
+        // interval of its lease.
+        let after = e.retry_after().unwrap();
+        assert_eq!(after, super::renew_interval(Duration::from_secs(5)));
+        // The async flavour's zero wait: one attempt, the same answer.
+        let e = futures_lite::future::block_on(super::AsyncAttachmentStore::lock_within(
+            &s,
+            "a",
+            DEFAULT_LEASE,
+            Duration::ZERO,
+        ))
+        .unwrap_err();
+        assert!(e.is_busy(), "{e}");
+    }
+
+    #[test]
+    fn a_holder_that_stopped_renewing_is_waited_out_or_answered_busy_at_once() {
+        let s = InMemoryAttachmentStore::new();
+        let lease = Duration::from_millis(300);
+        let held = s.lock("a", lease, Duration::ZERO).unwrap();
+        // Not renewed for more than an interval and a quarter: overdue.
+        thread::sleep(Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        let e = s
+            .lock("a", DEFAULT_LEASE, Duration::from_millis(50))
+            .unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_millis(40),
+            "its lease outlasts the wait: busy at once"
+        );
+        let after = e.retry_after().unwrap();
+        assert!(after <= Duration::from_millis(100), "{after:?}");
+        // With a wait that outlasts it, the lock is taken when it runs out.
+        let next = s.lock("a", DEFAULT_LEASE, Duration::from_secs(2)).unwrap();
+        drop(held);
+        drop(next);
+    }
+
+    #[test]
+    fn a_renewed_lease_outlives_its_first_term_and_a_lost_one_is_not_renewed() {
+        let s = InMemoryAttachmentStore::new();
+        let lease = Duration::from_millis(60);
+        let g = s.lock("a", lease, Duration::ZERO).unwrap();
+        for _ in 0..4 {
+            thread::sleep(Duration::from_millis(25));
+            assert!(AttachmentStore::renew(&s, &g, lease).unwrap());
+        }
+        // Held past its first lease: another worker is still refused.
+        assert!(s.lock("a", lease, Duration::ZERO).unwrap_err().is_busy());
+        // Not renewed: it runs out, another takes it, and the old guard
+        // can no longer renew (nor free the new holder's lock).
+        thread::sleep(Duration::from_millis(80));
+        let next = s.lock("a", DEFAULT_LEASE, Duration::ZERO).unwrap();
+        assert!(!AttachmentStore::renew(&s, &g, lease).unwrap());
+        AttachmentStore::release(&s, &g).unwrap();
+        drop(g);
+        assert!(s.lock("a", lease, Duration::ZERO).unwrap_err().is_busy());
+        // Given back explicitly: free at once, and the drop frees nothing.
+        AttachmentStore::release(&s, &next).unwrap();
+        let third = s.lock("a", DEFAULT_LEASE, Duration::ZERO).unwrap();
+        drop(next);
+        assert!(s.lock("a", lease, Duration::ZERO).unwrap_err().is_busy());
+        drop(third);
     }
 
     #[test]

@@ -376,7 +376,10 @@ fn lock_is_mutual_exclusion_released_by_compare_and_delete() {
         .unwrap_err();
     assert!(t.elapsed() >= Duration::from_millis(150));
     assert!(t.elapsed() < Duration::from_secs(2));
-    assert!(e.to_string().contains("was not free within"), "{e}");
+    // Busy; the holder took its lock a moment ago, so a retry may succeed
+    // within one renewal interval of its lease (a third of it).
+    assert_eq!(e.code(), "attachment_busy", "{e}");
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(10)));
     let other = store
         .lock("b", Duration::from_secs(30), Duration::ZERO)
         .unwrap();
@@ -510,6 +513,239 @@ fn a_crashed_holders_lock_frees_after_its_lease() {
     assert!(freed >= Duration::from_millis(350), "{freed:?}");
     assert!(freed < Duration::from_secs(2), "{freed:?}");
     drop(next);
+}
+
+/// Every `EVALSHA` naming `key` that one server runs while this lives,
+/// read from `MONITOR` on a connection of its own (so other tests'
+/// commands on the same server are not counted). One server only.
+struct Monitor {
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    reader: Option<thread::JoinHandle<()>>,
+}
+
+impl Monitor {
+    fn start(url: &str, key: &str) -> Monitor {
+        let mut conn = redis::Client::open(url)
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        let _: String = redis::cmd("MONITOR").query(&mut conn).unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let quoted = format!("\"{key}\"");
+        let reader = {
+            let (seen, stop) = (Arc::clone(&seen), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    match conn.recv_response() {
+                        Ok(redis::Value::SimpleString(line)) => {
+                            let sent = line.contains("\"EVALSHA\"") || line.contains("\"evalsha\"");
+                            if sent && line.contains(&quoted) {
+                                seen.lock().unwrap().push(line);
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.is_timeout() => {}
+                        Err(e) => panic!("MONITOR: {e}"),
+                    }
+                }
+            })
+        };
+        Monitor {
+            seen,
+            stop,
+            reader: Some(reader),
+        }
+    }
+
+    /// How many were seen (waiting a moment for the last lines). The
+    /// reader's timeout is long: one that fires inside a line loses it.
+    fn count(&mut self) -> usize {
+        thread::sleep(Duration::from_millis(200));
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        self.seen.lock().unwrap().len()
+    }
+}
+
+#[test]
+fn a_lease_is_renewed_only_while_its_holder_has_the_lock() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let key = store.lock_key("a");
+    let g = store
+        .lock("a", Duration::from_secs(2), Duration::ZERO)
+        .unwrap();
+    assert!(scope.pttl(&key) <= 2_000);
+    assert!(store.renew(&g, Duration::from_secs(30)).unwrap());
+    let renewed = scope.pttl(&key);
+    assert!(renewed > 29_000 && renewed <= 30_000, "{renewed}");
+    // Its lease ran out and another worker took the lock: the late holder
+    // can neither renew nor free its successor's lock.
+    let _: i64 = redis::cmd("DEL").arg(&key).query(scope.raw.like()).unwrap();
+    let next = store
+        .lock("a", Duration::from_secs(10), Duration::ZERO)
+        .unwrap();
+    assert!(!store.renew(&g, Duration::from_secs(30)).unwrap());
+    assert!(
+        scope.pttl(&key) <= 10_000,
+        "the successor's lease is untouched"
+    );
+    store.release(&g).unwrap();
+    drop(g);
+    let held: String = redis::cmd("GET").arg(&key).query(scope.raw.like()).unwrap();
+    assert_eq!(held, next.token());
+    // Given back explicitly: free at once; its drop frees nothing more.
+    store.release(&next).unwrap();
+    assert!(scope.keys().is_empty());
+    let third = store
+        .lock("a", Duration::from_secs(10), Duration::ZERO)
+        .unwrap();
+    drop(next);
+    assert_eq!(scope.keys(), vec![key]);
+    drop(third);
+}
+
+#[test]
+fn a_waiter_behind_a_dead_holder_waits_cheaply_and_takes_over_when_its_lease_ends() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let key = store.lock_key("dead");
+    let single = match &scope.target {
+        Target::Single(url) if !scope.target.is_tls() => Some(url.clone()),
+        _ => None,
+    };
+    let mut monitor = single.as_deref().map(|url| Monitor::start(url, &key));
+    // Another process's lock, leased for 1.5 s, whose holder died just
+    // after taking it: nobody renews it.
+    let lease = Duration::from_millis(1_500);
+    let _: String = redis::cmd("SET")
+        .arg(&key)
+        .arg("0123456789abcdef0123456789abcdef.1500")
+        .arg("PX")
+        .arg(1_500)
+        .query(scope.raw.like())
+        .unwrap();
+    let t = Instant::now();
+    let g = store
+        .lock("dead", Duration::from_secs(30), Duration::from_secs(10))
+        .unwrap();
+    let took = t.elapsed();
+    assert!(took >= lease - Duration::from_millis(100), "{took:?}");
+    assert!(took < lease + Duration::from_secs(1), "{took:?}");
+    if let Some(m) = &mut monitor {
+        // Sleeps growing to 100 ms while the holder could still be
+        // renewing (its lease is in its token), then, once it has let a
+        // renewal interval and a quarter (625 ms) pass, one sleep to the end
+        // of its lease: about 15 attempts, where the old 1-2 ms polling of
+        // the waiter next in line made about a thousand.
+        let attempts = m.count();
+        println!(
+            "a waiter behind a dead holder (lease 1.5 s): {attempts} attempts, took over after {took:.2?}"
+        );
+        assert!(attempts <= 25, "{attempts} lock attempts in {took:?}");
+        assert!(attempts >= 2);
+    }
+    drop(g);
+}
+
+#[test]
+fn a_holder_that_stopped_renewing_is_answered_busy_at_once_when_its_lease_outlasts_the_wait() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let key = store.lock_key("stalled");
+    // Leased for 6 s, not renewed for 4: 2 s left.
+    let _: String = redis::cmd("SET")
+        .arg(&key)
+        .arg("0123456789abcdef0123456789abcdef.6000")
+        .arg("PX")
+        .arg(2_000)
+        .query(scope.raw.like())
+        .unwrap();
+    let t = Instant::now();
+    let e = store
+        .lock("stalled", Duration::from_secs(30), Duration::from_secs(1))
+        .unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "only its lease running out frees it, after the wait: no wait at all ({:?})",
+        t.elapsed()
+    );
+    assert!(e.is_busy());
+    let after = e.retry_after().unwrap();
+    assert!(
+        after > Duration::from_millis(1_500) && after <= Duration::from_secs(2),
+        "{after:?}"
+    );
+    // A holder that renews on time (leased 6 s, 5.5 s left): a retry within
+    // one renewal interval.
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(&key)
+        .arg(5_500)
+        .query(scope.raw.like())
+        .unwrap();
+    let e = store
+        .lock(
+            "stalled",
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+        )
+        .unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+}
+
+#[test]
+fn a_release_in_this_process_wakes_its_waiters_at_once() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
+    let scope = Scope::new();
+    let holder = scope.store(key1());
+    // A waiter whose sleeps alone would be 2 s and more.
+    let waiter = RedisAttachmentStore::open(
+        scope
+            .config(key1())
+            .lock_retry(Duration::from_secs(2), Duration::from_secs(20)),
+    )
+    .unwrap();
+    for round in 0..2 {
+        let g = holder
+            .lock("woken", Duration::from_secs(30), Duration::ZERO)
+            .unwrap();
+        let release = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            drop(g);
+        });
+        let t = Instant::now();
+        let w = waiter
+            .lock("woken", Duration::from_secs(30), Duration::from_secs(20))
+            .unwrap();
+        let took = t.elapsed();
+        release.join().unwrap();
+        assert!(
+            took >= Duration::from_millis(250),
+            "round {round}: {took:?}"
+        );
+        assert!(
+            took < Duration::from_millis(1_500),
+            "round {round}: woken by the release, not after a 2 s sleep: {took:?}"
+        );
+        drop(w);
+    }
 }
 
 #[test]
@@ -662,6 +898,53 @@ mod tokio_flavour {
             g.release();
         }
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    /// The async flavour: busy with the holder's lease left when its own
+    /// wait runs out; renewal; and a guard dropped by an async task (its
+    /// release run by the store's release thread) wakes a waiter of this
+    /// process at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn busy_renew_and_wake_on_tokio() {
+        if !common::available(common::Kind::Plain) {
+            return;
+        }
+        let mut scope = Scope::new();
+        let store = AsyncRedisAttachmentStore::connect(scope.config(key1()))
+            .await
+            .unwrap();
+        let key = store.lock_key("a");
+        let g = store.lock("a", Duration::from_secs(3)).await.unwrap();
+        let t = Instant::now();
+        let e = store
+            .lock_within("a", Duration::from_secs(30), Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(200));
+        assert!(e.is_busy(), "{e}");
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+        assert!(store.renew(&g, Duration::from_secs(30)).await.unwrap());
+        assert!(scope.pttl(&key) > 29_000);
+
+        let waiter = scope
+            .config(key1())
+            .lock_retry(Duration::from_secs(2), Duration::from_secs(20));
+        let waiter = RedisAttachmentStore::open(waiter).unwrap();
+        let woken = tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            let w = waiter
+                .lock("a", Duration::from_secs(30), Duration::from_secs(20))
+                .unwrap();
+            (t.elapsed(), w)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(g);
+        let (took, w) = woken.await.unwrap();
+        assert!(took >= Duration::from_millis(250), "{took:?}");
+        assert!(took < Duration::from_millis(1_500), "{took:?}");
+        store.release(&w).await.unwrap();
+        drop(w);
+        assert!(scope.keys().is_empty());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

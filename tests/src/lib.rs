@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod hostile;
+#[cfg(feature = "redis")]
+pub mod replica;
 pub mod scenarios;
 
 use std::collections::BTreeMap;

@@ -447,6 +447,234 @@ fn two_operations_on_a_silent_page<R: Runtime>(env: &Env, leg: LegKind) {
     assert!(hp.status(OWNER, a.id()).unwrap().is_attached());
 }
 
+/// A client of runtime `R` built from `config`, its setup adjusted by
+/// `adjust` (a store shared with another client, the lock wait, ...).
+fn client_with<R: Runtime>(
+    env: &Env,
+    config: ManagerConfig,
+    adjust: impl FnOnce(&mut human_plus_any::AgentSetup),
+) -> Arc<dyn crate::Client> {
+    let Setup {
+        config,
+        roots,
+        hosts,
+    } = env.setup_with(config);
+    let mut setup = human_plus_any::AgentSetup::new(config);
+    setup.roots = roots;
+    setup.hosts = hosts;
+    setup.tokio_workers = 2;
+    adjust(&mut setup);
+    Arc::from(human_plus_any::build_agent(R::KIND, setup).unwrap())
+}
+
+/// A call on an attachment whose lock another worker holds (here a holder
+/// of the shared store outside the manager, as a worker on another machine
+/// holds it through Redis) ends as `attachment_busy`, never `timeout` nor
+/// `store_failed`: bounded by the lock wait when that is shorter, by the
+/// call's own timeout when that is; with the holder's lease left as the
+/// time after which a retry may succeed, in a sentence a model can pass
+/// on; nothing sent to the surface. Once the other worker lets go, the
+/// same call succeeds.
+pub fn busy<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let config = ManagerConfig::new(env.egress(), sheet_trust(vec![])).transport(
+        TransportConfig::default()
+            .receive_leg(leg.receive_leg())
+            .timeout(Duration::from_secs(10)),
+    );
+    let short_wait = Duration::from_millis(400);
+    let hp = client_with::<R>(&env, config.clone(), |s| s.lock_wait = short_wait);
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    let lease = Duration::from_secs(20);
+    let other =
+        human_plus_store::AttachmentStore::lock(hp.store(), a.id(), lease, Duration::ZERO).unwrap();
+    let requests = env.surface().requests("initialize") + env.surface().calls().len();
+
+    // Bounded by the lock wait.
+    let start = Instant::now();
+    let e = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(e.code(), "attachment_busy", "{e}");
+    assert!(e.is_busy() && e.is_retryable(), "{e:?}");
+    // The other worker took the lock a moment ago: a retry may succeed
+    // within one renewal interval of its lease.
+    assert_eq!(
+        e.retry_after(),
+        Some(human_plus_store::renew_interval(lease))
+    );
+    assert!(
+        e.to_string().starts_with(
+            "Another worker is using this conversation right now; try again in about "
+        ),
+        "{e}"
+    );
+    assert_no_token(&e, &env.token);
+    assert!(took >= short_wait, "{took:?}");
+    assert!(took < short_wait + Duration::from_millis(1500), "{took:?}");
+
+    // Bounded by the call's own timeout, shorter than the lock wait.
+    let patient = client_with::<R>(&env, config, |s| {
+        s.lock_wait = Duration::from_secs(30);
+        s.store = hp.store().clone();
+    });
+    let timeout = Duration::from_secs(1);
+    let start = Instant::now();
+    let e = patient
+        .call_with_timeout(
+            OWNER,
+            a.id(),
+            "sheet_get_cell",
+            json!({"address": "A1"}),
+            timeout,
+        )
+        .unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(e.code(), "attachment_busy", "{e}");
+    assert!(took >= timeout - Duration::from_millis(50), "{took:?}");
+    assert!(
+        took < timeout + Duration::from_millis(800),
+        "ended {took:?} after it asked, its timeout is {timeout:?}"
+    );
+    assert!(e.retry_after().unwrap() <= lease);
+
+    // Nothing reached the surface; once the other worker lets go, the
+    // same call goes through.
+    assert_eq!(
+        env.surface().requests("initialize") + env.surface().calls().len(),
+        requests
+    );
+    drop(other);
+    let read = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    assert!(read.revision.is_some());
+}
+
+/// An operation that runs far longer than its lock's lease keeps the lock:
+/// the manager renews the lease while it runs (beside the operation in an
+/// async runtime, on the manager's keeper thread in the blocking one), so
+/// another worker is refused (busy, with less than a lease to wait) for as
+/// long as it runs, and serves the attachment once it ends.
+pub fn lease_renewed_while_running<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let timeout = Duration::from_secs(3);
+    let lease = Duration::from_millis(300);
+    let config = ManagerConfig::new(env.egress(), sheet_trust(vec![])).transport(
+        TransportConfig::default()
+            .receive_leg(leg.receive_leg())
+            .timeout(timeout),
+    );
+    let first = client_with::<R>(&env, config.clone(), |s| s.lock_lease = lease);
+    let second = client_with::<R>(&env, config, |s| {
+        s.store = first.store().clone();
+        s.lock_lease = lease;
+        s.lock_wait = Duration::from_millis(200);
+    });
+    let a = first.attach(OWNER, env.invitation(), agent()).unwrap();
+    env.faults(Faults::new().drop_replies_times(1));
+    let held = {
+        let (first, id) = (Arc::clone(&first), a.id().to_owned());
+        thread::spawn(move || first.call(OWNER, &id, "sheet_get_cell", json!({"address": "A1"})))
+    };
+    let start = Instant::now();
+    while env.surface().requests("initialize") == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no request came");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // Well past three leases, the first operation still holds the lock.
+    thread::sleep(lease * 4);
+    let e = second
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap_err();
+    assert!(e.is_busy(), "{e:?}");
+    assert!(e.retry_after().unwrap() <= lease, "{e:?}");
+    assert!(!held.is_finished());
+    assert_eq!(held.join().unwrap().unwrap_err(), Error::Timeout);
+    second
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+}
+
+/// A manager shut down while one of its operations holds an attachment
+/// (the page's reply to it lost, so it would hold it for its whole
+/// timeout) gives the lock back at once: another manager on the same store
+/// serves the attachment while that operation is still running. The
+/// operation ends on its own within its timeout, and the shut-down manager
+/// starts nothing more.
+pub fn shutdown_frees_at_once<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let timeout = Duration::from_secs(5);
+    let config = ManagerConfig::new(env.egress(), sheet_trust(vec![])).transport(
+        TransportConfig::default()
+            .receive_leg(leg.receive_leg())
+            .timeout(timeout),
+    );
+    let first = client_with::<R>(&env, config.clone(), |_| {});
+    let second = client_with::<R>(&env, config, |s| s.store = first.store().clone());
+    let a = first.attach(OWNER, env.invitation(), agent()).unwrap();
+    env.faults(Faults::new().drop_replies_times(1));
+    let held = {
+        let (first, id) = (Arc::clone(&first), a.id().to_owned());
+        thread::spawn(move || {
+            let start = Instant::now();
+            let r = first.call(OWNER, &id, "sheet_get_cell", json!({"address": "A1"}));
+            (r, start.elapsed())
+        })
+    };
+    let start = Instant::now();
+    while env.surface().requests("initialize") == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no request came");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // The first manager's operation holds the lock, waiting for a reply
+    // that will not come.
+    let e = human_plus_store::AttachmentStore::lock(
+        first.store(),
+        a.id(),
+        Duration::from_secs(1),
+        Duration::ZERO,
+    )
+    .unwrap_err();
+    assert!(e.is_busy(), "{e}");
+
+    first.shutdown();
+    let served = second
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    assert!(served.revision.is_some());
+    assert!(
+        !held.is_finished(),
+        "served while the first operation still ran"
+    );
+    let (r, took) = held.join().unwrap();
+    let e = r.unwrap_err();
+    // A timeout (a read), or its record's write fenced if it wrote.
+    assert!(
+        matches!(e, Error::Timeout | Error::StoreConflict { .. }),
+        "{e:?}"
+    );
+    assert!(took < timeout + Duration::from_secs(2), "{took:?}");
+    assert_eq!(
+        first
+            .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+            .unwrap_err(),
+        Error::ShutDown
+    );
+    assert_eq!(
+        first
+            .attach(OWNER, env.invitation(), agent())
+            .unwrap_err()
+            .code(),
+        "manager_shut_down"
+    );
+    // The other manager goes on.
+    second
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "B1"}))
+        .unwrap();
+}
+
 /// What a fault must produce.
 #[derive(Debug)]
 enum Expect {

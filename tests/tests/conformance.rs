@@ -50,6 +50,22 @@ macro_rules! suite {
                 scenarios::silent_page::<$runtime>(LegKind::Poll);
             }
             #[test]
+            fn busy_sse() {
+                scenarios::busy::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn lease_renewed_while_running_sse() {
+                scenarios::lease_renewed_while_running::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn shutdown_frees_at_once_sse() {
+                scenarios::shutdown_frees_at_once::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn shutdown_frees_at_once_poll() {
+                scenarios::shutdown_frees_at_once::<$runtime>(LegKind::Poll);
+            }
+            #[test]
             fn faults_sse() {
                 scenarios::faults::<$runtime>(LegKind::Sse);
             }

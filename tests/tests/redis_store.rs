@@ -122,6 +122,8 @@ struct Log {
     puts: Vec<(Option<u64>, u64)>,
     conflicts: usize,
     lock_waits: Vec<Duration>,
+    /// Lease renewals made.
+    renewals: usize,
 }
 
 /// A store that records what it does, around the Redis store.
@@ -164,6 +166,14 @@ impl<S: AttachmentStore> AttachmentStore for Recording<S> {
         self.log.lock().unwrap().lock_waits.push(t.elapsed());
         g
     }
+    fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        let r = self.inner.renew(guard, lease);
+        self.log.lock().unwrap().renewals += 1;
+        r
+    }
+    fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.inner.release(guard)
+    }
 }
 
 impl<S: AsyncAttachmentStore> AsyncAttachmentStore for Recording<S> {
@@ -180,6 +190,25 @@ impl<S: AsyncAttachmentStore> AsyncAttachmentStore for Recording<S> {
         let g = self.inner.lock(id, lease).await;
         self.log.lock().unwrap().lock_waits.push(t.elapsed());
         g
+    }
+    async fn lock_within(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<LockGuard, Error> {
+        let t = Instant::now();
+        let g = self.inner.lock_within(id, lease, wait).await;
+        self.log.lock().unwrap().lock_waits.push(t.elapsed());
+        g
+    }
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        let r = self.inner.renew(guard, lease).await;
+        self.log.lock().unwrap().renewals += 1;
+        r
+    }
+    async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.inner.release(guard).await
     }
 }
 

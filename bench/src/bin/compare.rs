@@ -32,6 +32,18 @@
 //! `--large-listing` (each surface lists the micro benchmarks' 200 tools
 //! besides its own).
 //!
+//! `queue` (not part of `all`): the queue worker as worker processes on
+//! one Redis, each job a cold call on one of a few conversations whose
+//! pages take a while to answer, run twice: as is, and with a worker
+//! SIGKILLed a third of the way through (`--workers N` default 4,
+//! `--threads N` per worker default 4, `--jobs N` default 400,
+//! `--conversations N` default 10, `--rate JOBS_PER_SEC` default 20,
+//! `--reply-delay-ms MS` default 100, `--kill-after-ms MS`, `--lease-ms`,
+//! `--lock-wait-ms` default 250, `--groups`: one job per conversation at a
+//! time, as a FIFO queue's message group dispatches them). `long-call` (`--hold-secs S` default
+//! 10, `--lease-ms MS` default 6000): the Redis round trips of one call
+//! held that long beside a short one's (what lease renewal adds).
+//!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
 //! default 5), `--path plain|production|both` (default both), `--runtime
@@ -58,7 +70,7 @@ use human_plus_bench::data::{self, Inputs};
 use human_plus_bench::kept::{KeptFloor, Route};
 use human_plus_bench::net::{self, Client, Floor, LegKind, RuntimeKind, Server};
 use human_plus_bench::timing::{self, Timing, percentile, us};
-use human_plus_bench::{idle, scale, workloads as w};
+use human_plus_bench::{idle, queue, scale, workloads as w};
 use human_plus_core::SeededEntropy;
 use serde_json::Value;
 
@@ -109,9 +121,20 @@ fn main() {
             net::serve(
                 args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1),
                 net::Listing::from_args(&args),
+                net::reply_delay_from_args(&args),
             );
         }
         "scale-run" => scale_run(&args),
+        "queue-worker" => queue::worker(args.get(1).map_or("{}", String::as_str)),
+        "queue" => {
+            machine();
+            queue_all(&args);
+        }
+        "long-call" => {
+            let hold = Duration::from_secs(flag("--hold-secs", 10) as u64);
+            let lease = Duration::from_millis(flag("--lease-ms", 6_000) as u64);
+            println!("{}", queue::long_call(hold, lease));
+        }
         "idle-run" => println!("{}", idle::run(&opts.idle)),
         "idle" => {
             machine();
@@ -748,6 +771,60 @@ fn scale_run(args: &[String]) {
         _ => scale::run_floor(sessions, attachments, d, LegKind::Sse),
     };
     println!("{v}");
+}
+
+/// `queue`: the queue worker on one Redis, without and with a worker
+/// killed mid-run (`--workers N`, `--threads N` per worker, `--jobs N`,
+/// `--conversations N`, `--rate JOBS_PER_SEC`, `--reply-delay-ms MS`,
+/// `--kill-after-ms MS`, `--lease-ms MS`, `--lock-wait-ms MS`): each run
+/// as a JSON line, then the ratios of the run with the kill to the run
+/// without.
+fn queue_all(args: &[String]) {
+    let flag = |name: &str, default: u64| -> u64 {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let d = queue::QueueRun::default();
+    let run = queue::QueueRun {
+        workers: flag("--workers", d.workers as u64) as usize,
+        threads: flag("--threads", d.threads as u64) as usize,
+        jobs: flag("--jobs", d.jobs as u64) as usize,
+        conversations: flag("--conversations", d.conversations as u64) as usize,
+        rate: flag("--rate", d.rate as u64) as f64,
+        reply_delay: Duration::from_millis(flag("--reply-delay-ms", 100)),
+        kill_after: None,
+        lease: Duration::from_millis(flag("--lease-ms", d.lease.as_millis() as u64)),
+        lock_wait: Duration::from_millis(flag("--lock-wait-ms", d.lock_wait.as_millis() as u64)),
+        groups: args.iter().any(|a| a == "--groups"),
+    };
+    let plain = queue::run(&run);
+    println!("{plain}");
+    let kill_after = Duration::from_millis(flag(
+        "--kill-after-ms",
+        (run.jobs as f64 / run.rate * 1000.0 / 3.0) as u64,
+    ));
+    let killed = queue::run(&queue::QueueRun {
+        kill_after: Some(kill_after),
+        ..run
+    });
+    println!("{killed}");
+    let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    println!(
+        "with the kill / without: Redis commands per job {:.2}x ({:.1} / {:.1}), round trips per job {:.2}x, worker CPU per job {:.2}x ({:.0} / {:.0} µs); healthy jobs' delay max {:.0} ms (lease {} ms); takeover {:?} s",
+        f(&killed, "redis_commands_per_job") / f(&plain, "redis_commands_per_job"),
+        f(&killed, "redis_commands_per_job"),
+        f(&plain, "redis_commands_per_job"),
+        f(&killed, "redis_round_trips_per_job") / f(&plain, "redis_round_trips_per_job"),
+        f(&killed, "worker_cpu_us_per_job") / f(&plain, "worker_cpu_us_per_job"),
+        f(&killed, "worker_cpu_us_per_job"),
+        f(&plain, "worker_cpu_us_per_job"),
+        f(&killed, "healthy_delay_max_ms"),
+        killed["lease_ms"],
+        killed["takeover_secs"],
+    );
 }
 
 fn scale_all(opts: &Opts) {

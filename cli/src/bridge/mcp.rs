@@ -1725,6 +1725,10 @@ pub fn error_text(error: &Error) -> String {
     match error {
         Error::SurfaceChangedUnderYou(refusal) => refusal.to_string(),
         Error::ToolFailed { framed } => framed.clone(),
+        Error::Busy(busy) => format!(
+            "{}: {busy} Nothing was sent to the surface, so making the same call again then is safe.",
+            error.code()
+        ),
         e if e.is_terminal() || matches!(e, Error::NotAttached(_)) => format!(
             "{}: {} This Human+ bridge can no longer reach the surface: tell the user the session has ended; a new invitation is needed to join it again.",
             e.code(),
@@ -1818,6 +1822,7 @@ mod tests {
         fn store(&self) -> &InMemoryAttachmentStore {
             &self.store
         }
+        fn shutdown(&self) {}
     }
 
     impl Fake {
@@ -1828,6 +1833,9 @@ mod tests {
                     Some(SurfaceRevision::observed("r1", "sheet_get_cell").unwrap()),
                 ))),
                 "gone" => Err(Error::SurfaceUnavailable),
+                "busy" => Err(Error::Busy(human_plus_core::Busy::new(
+                    Duration::from_millis(4_200),
+                ))),
                 "sheet_set_cell" => Err(Error::ToolRefused(ToolRefusal::NotOffered(tool.into()))),
                 _ => Ok(CallResult {
                     text: "framed".into(),
@@ -1993,12 +2001,13 @@ mod tests {
                 json!({"human-plus/timeoutMs": "soon"}),
             ),
             call("stale", "stale", json!({})),
+            call("busy", "busy", json!({})),
             call("pin", "sheet_set_cell", json!({})),
             // Last: once the session is gone, every call says so.
             call("gone", "gone", json!({})),
             call("after", "sheet_get_cell", json!({})),
         ];
-        let r = exchange(Arc::clone(&agent), lines(&frames), 9);
+        let r = exchange(Arc::clone(&agent), lines(&frames), 10);
         let l = by_id(&r, &json!("l"));
         assert_eq!(
             l["result"]["tools"][0]["inputSchema"],
@@ -2019,6 +2028,15 @@ mod tests {
         );
         let text = stale["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("was NOT applied") && text.contains("Do not simply repeat"));
+        // Another worker holds the conversation: said so, with when to
+        // try again, and that trying again is safe; never a timeout.
+        let busy = by_id(&r, &json!("busy"));
+        assert_eq!(busy["result"]["isError"], true);
+        assert_eq!(busy["result"]["_meta"]["code"], "attachment_busy");
+        assert_eq!(
+            busy["result"]["content"][0]["text"],
+            "attachment_busy: Another worker is using this conversation right now; try again in about 5 s. Nothing was sent to the surface, so making the same call again then is safe."
+        );
         let gone = by_id(&r, &json!("gone"));
         assert!(
             gone["result"]["content"][0]["text"]

@@ -188,6 +188,26 @@ impl<C> ConnectionPool<C> {
         }
     }
 
+    /// Closes every idle connection (what a manager's shutdown does).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use human_plus_core::{ConnectionPool, EgressPolicy, PoolConfig, RelayEndpoint, SurfaceInvitation};
+    ///
+    /// let inv = SurfaceInvitation::new("https://relay.test", "s_one", "0123456789abcdef", "x", "y")?;
+    /// let policy = EgressPolicy::new(["relay.test"]).egress_proxy("http://egress.internal:3128");
+    /// let key = RelayEndpoint::new(&inv, "c", &policy)?.connection_key();
+    /// let mut pool: ConnectionPool<&str> = ConnectionPool::new(PoolConfig::default());
+    /// let now = Instant::now();
+    /// pool.put(key, "kept", now, now);
+    /// pool.clear();
+    /// assert_eq!(pool.idle_count(), 0);
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    pub fn clear(&mut self) {
+        self.idle.clear();
+    }
+
     /// How many idle connections are kept.
     #[must_use]
     pub fn idle_count(&self) -> usize {

@@ -16,7 +16,10 @@ use super::errors::{classify, redis_error, store_error};
 use super::keys::RESERVED_ID_PREFIX;
 use super::pause::FailoverPause;
 use super::release::{self, Releases};
-use super::shared::{AcquireReply, Attempted, PutReply, Shared, lock_token, lock_unconfirmed};
+use super::shared::{
+    AcquireReply, Attempt, Attempted, PutReply, Shared, lock_token, lock_unconfirmed,
+};
+use super::wake;
 use crate::{AsyncAttachmentStore, LockGuard};
 
 /// A live async connection: a clone of the store's shared one.
@@ -361,41 +364,49 @@ impl AsyncRedisAttachmentStore {
     }
 
     /// Runs the releases queued by dropped guards, on this task; one that
-    /// fails is left to the release thread.
+    /// fails is left to the release thread. A lock freed wakes the waiters
+    /// of this process.
     async fn flush_releases(&self) {
         for (key, token) in self.releases.take_due() {
             let released = match self.live() {
                 Ok(mut conn) => Shared::release_invocation(&key, &token)
                     .invoke_async::<i64>(&mut conn)
                     .await
-                    .is_ok(),
-                Err(_) => false,
+                    .ok(),
+                Err(_) => None,
             };
-            if !released {
-                self.releases
-                    .push_retry(key, token, self.shared.failover_wait);
-                release::ensure_worker(&self.releases, &self.shared);
+            match released {
+                Some(deleted) => {
+                    if deleted == 1 {
+                        wake::released(&key);
+                    }
+                }
+                None => {
+                    self.releases
+                        .push_retry(key, token, self.shared.failover_wait);
+                    release::ensure_worker(&self.releases, &self.shared);
+                }
             }
         }
     }
 
     /// One attempt to take the lock (see the blocking flavour).
-    async fn acquire(&self, key: &str, token: &str, lease_ms: u64) -> Result<Attempted, Error> {
+    async fn acquire(&self, key: &str, token: &str, lease_ms: u64) -> Result<Attempt, Error> {
         let inv = self.shared.acquire_invocation(key, token, lease_ms);
         let shared = &self.shared;
-        let (attempted, acked) = self
+        let (attempt, acked) = self
             .retrying("lock script", |mut conn| {
                 let inv = &inv;
                 async move {
-                    let (status, replicas): AcquireReply = inv.invoke_async(&mut conn).await?;
-                    let attempted = Attempted::from_reply(status);
-                    let acked = match shared.wait_for(replicas) {
-                        Some((n, ms)) if attempted == Attempted::Taken => {
+                    let reply: AcquireReply = inv.invoke_async(&mut conn).await?;
+                    let attempt = Attempt::from_reply(reply);
+                    let acked = match shared.wait_for(reply.1) {
+                        Some((n, ms)) if attempt.attempted == Attempted::Taken => {
                             Some((n, conn.wait_replicas(key, n, ms).await?))
                         }
                         _ => None,
                     };
-                    Ok((attempted, acked))
+                    Ok((attempt, acked))
                 }
             })
             .await?;
@@ -406,7 +417,53 @@ impl AsyncRedisAttachmentStore {
                 release::ensure_worker(&self.releases, shared);
                 Err(lock_unconfirmed(key, asked, got))
             }
-            _ => Ok(attempted),
+            _ => Ok(attempt),
+        }
+    }
+
+    /// Takes the lock, waiting until `deadline` at most (for ever without
+    /// one): [`Error::Busy`] when it runs out.
+    async fn lock_until(
+        &self,
+        id: &str,
+        lease: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<LockGuard, Error> {
+        let key = self.shared.lock_key(id);
+        let lease_ms = millis(lease);
+        let token = lock_token(lease_ms)?;
+        let mut backoff = self.shared.backoff(&token);
+        let freed = wake::event(&key);
+        let pending = Pending {
+            releases: &self.releases,
+            shared: &self.shared,
+            key: &key,
+            token: &token,
+        };
+        loop {
+            // Listening before the attempt: a release in this process
+            // between the attempt and the sleep still wakes it.
+            let listener = freed.listen();
+            self.flush_releases().await;
+            let attempt = self.acquire(&key, &token, lease_ms).await?;
+            if attempt.attempted == Attempted::Taken {
+                std::mem::forget(pending);
+                let releases = Arc::clone(&self.releases);
+                let release_token = token.clone();
+                let wait = self.shared.failover_wait;
+                return Ok(LockGuard::new(id, token, move || {
+                    // Run by this store's next lock call or by the release
+                    // thread, whichever comes first; retried after a
+                    // failure, as long as a failover may last.
+                    releases.push_retry(key, release_token, wait);
+                }));
+            }
+            let Some(sleep_for) = attempt.next_wait(&mut backoff, Instant::now(), deadline) else {
+                // Dropping `pending` gives up the place in line.
+                return Err(crate::busy(attempt.holder, lease));
+            };
+            // Woken at once by a release in this process.
+            futures_lite::future::or(listener, sleep(sleep_for)).await;
         }
     }
 }
@@ -438,33 +495,49 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
     }
 
     async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
-        let key = self.shared.lock_key(id);
-        let token = lock_token()?;
-        let lease_ms = millis(lease);
-        let mut backoff = self.shared.backoff(&token);
-        let pending = Pending {
-            releases: &self.releases,
-            shared: &self.shared,
-            key: &key,
-            token: &token,
-        };
-        loop {
-            self.flush_releases().await;
-            let attempted = self.acquire(&key, &token, lease_ms).await?;
-            if attempted == Attempted::Taken {
-                std::mem::forget(pending);
-                let releases = Arc::clone(&self.releases);
-                let release_token = token.clone();
-                let wait = self.shared.failover_wait;
-                return Ok(LockGuard::new(id, token, move || {
-                    // Run by this store's next lock call or by the release
-                    // thread, whichever comes first; retried after a
-                    // failure, as long as a failover may last.
-                    releases.push_retry(key, release_token, wait);
-                }));
-            }
-            sleep(backoff.next(attempted == Attempted::NextInLine)).await;
+        self.lock_until(id, lease, None).await
+    }
+
+    async fn lock_within(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<LockGuard, Error> {
+        self.lock_until(id, lease, Some(Instant::now() + wait))
+            .await
+    }
+
+    async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        let inv = Shared::renew_invocation(
+            &self.shared.lock_key(guard.id()),
+            guard.token(),
+            millis(lease),
+        );
+        let renewed: i64 = self
+            .retrying("renew script", |mut conn| {
+                let inv = &inv;
+                async move { inv.invoke_async(&mut conn).await }
+            })
+            .await?;
+        Ok(renewed == 1)
+    }
+
+    /// Runs the compare-and-delete now, on the store's connection (the
+    /// guard's own release, queued when it is dropped, then finds nothing).
+    async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        let key = self.shared.lock_key(guard.id());
+        let inv = Shared::release_invocation(&key, guard.token());
+        let deleted: i64 = self
+            .retrying("release script", |mut conn| {
+                let inv = &inv;
+                async move { inv.invoke_async(&mut conn).await }
+            })
+            .await?;
+        if deleted == 1 {
+            wake::released(&key);
         }
+        Ok(())
     }
 }
 

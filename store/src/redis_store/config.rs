@@ -119,7 +119,7 @@ impl RedisConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             retry_min: Duration::from_millis(1),
-            retry_max: Duration::from_millis(10),
+            retry_max: Duration::from_millis(100),
             max_idle: DEFAULT_MAX_IDLE,
         }
     }
@@ -242,9 +242,12 @@ impl RedisConfig {
         self
     }
 
-    /// The sleeps between attempts to take a held lock: random between
-    /// `min` and `max` (default 1 ms to 10 ms); the waiter next in line
-    /// sleeps between `min` and twice `min`.
+    /// The sleeps between attempts to take a lock another process holds:
+    /// starting at `min` and doubling after each attempt up to `max`
+    /// (default 1 ms to 100 ms), each random between half the step and
+    /// the step, never past
+    /// the end of the holder's lease. A release in this process wakes its
+    /// waiters without a sleep.
     #[must_use]
     pub fn lock_retry(mut self, min: Duration, max: Duration) -> Self {
         self.retry_min = min.max(Duration::from_micros(100));

@@ -28,8 +28,8 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `human-plus:<id>` | hash | `g`: the record's generation (decimal); `v`: the sealed envelope |
-//! | `human-plus:lock:<id>` | string | the holder's random token, with a `PX` lease |
-//! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest retry sleep unless renewed |
+//! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`), with a `PX` lease |
+//! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
 //!
 //! A cluster needs an attachment's record and lock in one hash slot (the
 //! scripts touch both), so it uses [`KeyLayout::HashTagged`]: the id is
@@ -65,19 +65,32 @@
 //!   generation and the same envelope, whose nonce is random: an answer
 //!   lost and the command sent again) answers "written" instead of a
 //!   conflict, so a retried write is applied once and reported once.
-//! * `lock` is `SET human-plus:lock:<id> <token> NX PX <lease>`, in a Lua
-//!   script behind a one-place waiting line, retried after short random
-//!   sleeps (1 to 10 ms by default, [`RedisConfig::lock_retry`]) until it
-//!   succeeds or the wait runs out. The first waiter to find the lock held
-//!   takes the place `#next` and keeps it by retrying; while that place is
-//!   someone else's, an attempt does not even try the `SET`. So a holder
-//!   that releases and locks again at once (a worker on a loop) cannot
-//!   starve the workers already waiting: the lock goes to the one next in
-//!   line, which retries every 1 to 2 ms. Among the other waiters the
-//!   order is random, not first-come first-served. A place left by a
-//!   waiter that gave up or died lapses within 50 ms + 5 x the longest
-//!   sleep. An attempt that finds the lock already holding its own token
-//!   (a replay) has it.
+//! * `lock` is `SET human-plus:lock:<id> <token> PX <lease>` when the lock
+//!   is free (read in the same Lua script, so atomically, as `SET NX`
+//!   would), behind a one-place waiting line. An attempt that finds the
+//!   lock held learns the holder's lease left (`PTTL`). Waiting is cheap:
+//!   a release made by any store of this process wakes that lock's
+//!   waiters in this process at once (workers of one process hand a lock
+//!   over without polling); otherwise a waiter sleeps between attempts,
+//!   the sleeps growing from `min` to `max` ([`RedisConfig::lock_retry`],
+//!   1 ms to 100 ms by default), never past the moment the holder's lease
+//!   runs out (when a holder that died frees it). When the wait runs out
+//!   the answer is [`Error::Busy`], a retry
+//!   possible once the holder's lease has run out. The first waiter to
+//!   find the lock held takes the place `#next` and keeps it by retrying;
+//!   while that place is someone else's, an attempt does not even try the
+//!   `SET`. So a holder that releases and locks again at once (a worker
+//!   on a loop) cannot starve the workers already waiting: the lock goes
+//!   to the one next in line. Among the other waiters the order is
+//!   random, not first-come first-served. A place left by a waiter that
+//!   gave up or died lapses within 50 ms + 5 x the longest sleep. An
+//!   attempt that finds the lock already holding its own token (a replay)
+//!   has it.
+//! * `renew` extends the lease (`PEXPIRE`) only while the lock holds the
+//!   guard's token, in one script: a holder whose lease ran out never
+//!   extends its successor's. The manager renews the locks of its running
+//!   operations at a third of their lease, so a holder that dies frees its
+//!   conversations within one lease; nothing else renews a lease.
 //! * Release is a Lua compare-and-delete: the key is deleted only while it
 //!   still holds the releasing guard's token, so a holder whose lease ran
 //!   out never frees its successor's lock. A worker that dies without
@@ -206,12 +219,15 @@ mod pause;
 mod release;
 mod scripts;
 mod shared;
+mod wake;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use human_plus_core::{Error, SurfaceAttachment};
+
+use event_listener::Listener;
 
 use crate::{AttachmentStore, LockGuard};
 
@@ -227,7 +243,7 @@ pub use keys::KeyLayout;
 
 use config::millis;
 use release::Releases;
-use shared::{Attempted, Shared, lock_timeout, lock_token};
+use shared::{Attempted, Shared, lock_token};
 
 /// The blocking Redis store: see the [module documentation](self) for the
 /// data layout, the scripts, the locks, failover, TLS and the encryption.
@@ -339,13 +355,17 @@ impl AttachmentStore for RedisAttachmentStore {
 
     fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error> {
         let key = self.shared.lock_key(id);
-        let token = lock_token()?;
         let lease_ms = millis(lease);
+        let token = lock_token(lease_ms)?;
         let deadline = Instant::now() + wait;
         let mut backoff = self.shared.backoff(&token);
+        let freed = wake::event(&key);
         loop {
-            let attempted = self.shared.acquire_blocking(&key, &token, lease_ms)?;
-            if attempted == Attempted::Taken {
+            // Listening before the attempt: a release in this process
+            // between the attempt and the sleep still wakes it.
+            let listener = freed.listen();
+            let attempt = self.shared.acquire_blocking(&key, &token, lease_ms)?;
+            if attempt.attempted == Attempted::Taken {
                 let shared = Arc::clone(&self.shared);
                 let releases = Arc::clone(&self.releases);
                 let release_token = token.clone();
@@ -358,19 +378,33 @@ impl AttachmentStore for RedisAttachmentStore {
                     }
                 }));
             }
-            let now = Instant::now();
-            if now >= deadline {
-                if attempted == Attempted::NextInLine {
+            let Some(sleep) = attempt.next_wait(&mut backoff, Instant::now(), Some(deadline))
+            else {
+                if attempt.attempted == Attempted::NextInLine {
                     // Give up the place in line at once.
                     let _ = self
                         .shared
                         .release_blocking(&Shared::next_key(&key), &token);
                 }
-                return Err(lock_timeout(id, wait));
-            }
-            let sleep = backoff.next(attempted == Attempted::NextInLine);
-            std::thread::sleep(sleep.min(deadline - now));
+                return Err(crate::busy(attempt.holder, lease));
+            };
+            // Woken at once by a release in this process.
+            let _ = listener.wait_timeout(sleep);
         }
+    }
+
+    fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        self.shared.renew_blocking(
+            &self.shared.lock_key(guard.id()),
+            guard.token(),
+            millis(lease),
+        )
+    }
+
+    fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        self.shared
+            .release_blocking(&self.shared.lock_key(guard.id()), guard.token())
+            .map(|_| ())
     }
 }
 
@@ -383,20 +417,31 @@ mod tests {
     use human_plus_core::StoreErrorKind;
 
     #[test]
-    fn backoff_is_random_within_its_bounds() {
-        let (min, max) = (Duration::from_millis(1), Duration::from_millis(8));
+    fn lock_sleeps_grow_within_their_bounds_and_the_holders_lease() {
+        let (min, max) = (Duration::from_millis(1), Duration::from_millis(80));
         let mut b = Backoff::new(min, max, "t");
-        let waiting: Vec<_> = (0..64).map(|_| b.next(false)).collect();
-        assert!(waiting.iter().all(|s| *s >= min && *s <= max));
+        let waiting: Vec<_> = (0..64).map(|_| b.next(true, None)).collect();
         assert!(
-            waiting.iter().any(|s| *s > min * 4),
-            "spread over the range"
+            waiting.iter().all(|s| *s >= min && *s <= max),
+            "{waiting:?}"
+        );
+        assert!(waiting[0] <= min * 2, "the first sleep is short");
+        assert!(
+            waiting[32..].iter().all(|s| *s >= max / 2),
+            "grown to the cap: {waiting:?}"
         );
         assert!(
-            (0..64)
-                .map(|_| b.next(true))
-                .all(|s| s >= min && s <= min * 2)
+            waiting[32..].iter().any(|s| *s < max * 9 / 10),
+            "random under the cap"
         );
+        // Never past the moment the holder's lease runs out.
+        assert_eq!(b.next(true, Some(Duration::ZERO)), Duration::from_millis(1));
+        assert!(b.next(true, Some(Duration::from_millis(5))) <= Duration::from_millis(6));
+        // The other waiters sleep up to four times longer.
+        let mut other = Backoff::new(min, max, "o");
+        let others: Vec<_> = (0..64).map(|_| other.next(false, None)).collect();
+        assert!(others.iter().all(|s| *s <= max * 4), "{others:?}");
+        assert!(others[32..].iter().all(|s| *s >= max * 2), "{others:?}");
         let mut pause = FailoverPause::new("x");
         let pauses: Vec<_> = (0..8).map(|_| pause.next()).collect();
         assert!(pauses[0] >= Duration::from_millis(25) && pauses[0] <= Duration::from_millis(50));

@@ -1,14 +1,17 @@
-//! Random sleeps between attempts: between lock attempts, and during a
-//! failover.
+//! Sleeps between attempts: between lock attempts (growing, within the
+//! holder's lease), and during a failover.
 
 use std::time::Duration;
 
 use human_plus_core::{Entropy, SeededEntropy};
 
-/// Random sleeps between lock attempts.
+/// Sleeps between lock attempts: growing, random, and never past the
+/// holder's lease.
 pub(crate) struct Backoff {
     pub(super) min: Duration,
     pub(super) max: Duration,
+    /// The step the next sleep is drawn under.
+    pub(super) step: Duration,
     pub(super) jitter: SeededEntropy,
 }
 
@@ -20,6 +23,7 @@ impl Backoff {
         Backoff {
             min,
             max,
+            step: min,
             jitter: SeededEntropy::new(seed),
         }
     }
@@ -31,14 +35,22 @@ impl Backoff {
         f64::from(u32::from_le_bytes(b)) / (f64::from(u32::MAX) + 1.0)
     }
 
-    /// The next sleep: uniform in [min, 2 min] for the waiter next in
-    /// line, in [min, max] for the others.
-    pub(crate) fn next(&mut self, next_in_line: bool) -> Duration {
+    /// The next sleep: random between half the step and the step, the
+    /// step starting at `min` and doubling after each attempt up to `max`
+    /// for the waiter next in line (the one the lock goes to when it is
+    /// released), up to four times `max` for the others (who cannot have it
+    /// before that one: they only need to take the place in line once it
+    /// is free); and never past the moment the holder's lease runs out
+    /// (`left`, plus a millisecond), when a holder that died frees the lock.
+    pub(crate) fn next(&mut self, next_in_line: bool, left: Option<Duration>) -> Duration {
+        let cap = if next_in_line { self.max } else { self.max * 4 };
+        let step = self.step.min(cap);
+        self.step = (step * 2).min(cap);
         let frac = self.fraction();
-        if next_in_line {
-            self.min + self.min.mul_f64(frac)
-        } else {
-            self.min + (self.max - self.min).mul_f64(frac)
+        let sleep = (step / 2 + (step / 2).mul_f64(frac)).max(self.min);
+        match left {
+            Some(left) => sleep.min(left + Duration::from_millis(1)),
+            None => sleep,
         }
     }
 }

@@ -68,40 +68,65 @@ return {1, ARGV[2], replicas(ARGV[5])}
 "
 );
 
-/// One attempt to take a lock: `SET lock token NX PX lease`, behind a
-/// one-place waiting line so a holder that releases and locks again at
-/// once cannot starve the workers already waiting.
+/// One attempt to take a lock: `SET lock token PX lease` when it is free
+/// (read first, in the same atomic script), behind a one-place waiting
+/// line so a holder that releases and locks again at once cannot starve
+/// the workers already waiting.
 ///
 /// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key; `ARGV[1]` the
 /// caller's token, `ARGV[2]` the lease in milliseconds, `ARGV[3]` how long
 /// a place in line is kept without being renewed, in milliseconds,
 /// `ARGV[4]` `'1'` to report the connected replicas.
 ///
-/// Returns `{1, replicas}` when the lock is taken (the caller's place in
-/// line, if it had it, is given up), or already holds the caller's token
-/// (a replay); `{2, -1}` when it is held and the caller is next in line
-/// (claimed or renewed now); `{0, -1}` when it is held, or free but
-/// promised to the worker next in line.
+/// Returns `{1, replicas, -1}` when the lock is taken (the caller's place
+/// in line, if it had it, is given up), or already holds the caller's
+/// token (a replay); `{2, left, lease}` when it is held and the caller is
+/// next in line (claimed or renewed now); `{0, left, lease}` when it is
+/// held, or free but promised to the worker next in line. `left` is the
+/// holder's lease left in milliseconds (`PTTL` of the lock; for a lock
+/// promised to the worker next in line, of its place), negative when there
+/// is none; `lease` the whole lease the holder took, read from its token
+/// (`<random>.<lease ms>`), `-1` when its token does not say.
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
     r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, replicas(ARGV[4])}
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
+  return {1, replicas(ARGV[4]), -1}
+end
+local function lease_of(token)
+  return tonumber(string.match(token, '%.(%d+)$')) or -1
 end
 local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
-  return {0, -1}
+  if held then
+    return {0, redis.call('PTTL', KEYS[1]), lease_of(held)}
+  end
+  return {0, redis.call('PTTL', KEYS[2]), -1}
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if not held then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if next then
     redis.call('DEL', KEYS[2])
   end
-  return {1, replicas(ARGV[4])}
+  return {1, replicas(ARGV[4]), -1}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return {2, -1}
+return {2, redis.call('PTTL', KEYS[1]), lease_of(held)}
 "
 );
+
+/// Extends a lock's lease: `KEYS[1]` the lock key, `ARGV[1]` the holder's
+/// token, `ARGV[2]` the lease in milliseconds from now. Only while the
+/// lock still holds that token: returns 1 when extended, 0 when the lock
+/// is gone or another worker's (a holder whose lease ran out never extends
+/// its successor's). Safe to replay (a replay sets the same lease again).
+pub(crate) const RENEW_SRC: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
 
 /// Compare-and-delete of a lock: `KEYS[1]` the lock key, `ARGV[1]` the
 /// holder's token. Deletes only while the lock still holds that token (a
@@ -118,5 +143,6 @@ return 0
 pub(crate) static ACQUIRE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(ACQUIRE_SRC));
 pub(crate) static PUT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PUT_SRC));
+pub(crate) static RENEW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RENEW_SRC));
 pub(crate) static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(RELEASE_SRC));

@@ -14,7 +14,8 @@ use super::errors::{classify, config_error, redis_error, store_error, store_erro
 use super::keys::{self, KeyLayout, RESERVED_ID_PREFIX};
 use super::pause::{Backoff, FailoverPause};
 use super::scripts;
-use crate::LockGuard;
+use super::wake;
+use crate::{Holder, LockGuard};
 
 /// What one attempt to take a lock found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +38,67 @@ impl Attempted {
     }
 }
 
-/// The acquire script's reply: the status, and the primary's connected
-/// replicas (`-1` when not asked).
-pub(crate) type AcquireReply = (i64, i64);
+/// What one attempt found, and of a lock found held, its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    pub(crate) attempted: Attempted,
+    /// The holder's lease left and whole lease, for a lock found held
+    /// (when Redis said).
+    pub(crate) holder: Option<Holder>,
+}
+
+impl Attempt {
+    /// The acquire script's reply: for a lock taken its second number is
+    /// the replicas; otherwise the lease left and the holder's whole lease
+    /// (milliseconds, negative for none).
+    pub(crate) fn from_reply((status, second, third): AcquireReply) -> Self {
+        let attempted = Attempted::from_reply(status);
+        let ms = |n: i64| u64::try_from(n).ok().map(Duration::from_millis);
+        let holder = (attempted != Attempted::Taken)
+            .then(|| {
+                ms(second).map(|left| Holder {
+                    left,
+                    lease: ms(third).filter(|l| !l.is_zero()),
+                })
+            })
+            .flatten();
+        Attempt { attempted, holder }
+    }
+
+    /// What the waiter does after this attempt failed, at `now`: sleep
+    /// `Some(d)`, or answer busy at once (`None`) when the wait is over or
+    /// only an overdue holder's lease running out frees the lock, and not
+    /// before `deadline`.
+    pub(crate) fn next_wait(
+        &self,
+        backoff: &mut Backoff,
+        now: Instant,
+        deadline: Option<Instant>,
+    ) -> Option<Duration> {
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
+            return None;
+        }
+        let sleep = match self.holder {
+            // A holder that stopped renewing: one attempt when its lease
+            // runs out, or none if that is past the wait.
+            Some(h) if h.overdue() => {
+                let until = h.left + Duration::from_millis(1);
+                if left.is_some_and(|l| until > l) {
+                    return None;
+                }
+                until
+            }
+            h => backoff.next(self.attempted == Attempted::NextInLine, h.map(|h| h.left)),
+        };
+        Some(left.map_or(sleep, |l| sleep.min(l)))
+    }
+}
+
+/// The acquire script's reply: the status; for a lock taken the primary's
+/// connected replicas (`-1` when not asked), for one found held the
+/// holder's lease left and its whole lease, in milliseconds.
+pub(crate) type AcquireReply = (i64, i64, i64);
 
 /// The put script's reply: the status, the generation found (or written),
 /// and the primary's connected replicas (`-1` when not asked).
@@ -156,6 +215,17 @@ impl Shared {
             .arg(lease_ms)
             .arg(self.line_ms)
             .arg(self.count_replicas());
+        inv
+    }
+
+    /// The renew script's invocation.
+    pub(crate) fn renew_invocation(
+        key: &str,
+        token: &str,
+        lease_ms: u64,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::RENEW.prepare_invoke();
+        inv.key(key).arg(token).arg(lease_ms);
         inv
     }
 
@@ -415,34 +485,51 @@ impl Shared {
         key: &str,
         token: &str,
         lease_ms: u64,
-    ) -> Result<Attempted, Error> {
+    ) -> Result<Attempt, Error> {
         let inv = self.acquire_invocation(key, token, lease_ms);
-        let (attempted, acked) = self.retrying("lock script", |c| {
-            let (status, replicas): AcquireReply = inv.invoke(c.like())?;
-            let attempted = Attempted::from_reply(status);
-            let acked = match self.wait_for(replicas) {
-                Some((n, ms)) if attempted == Attempted::Taken => {
+        let (attempt, acked) = self.retrying("lock script", |c| {
+            let reply: AcquireReply = inv.invoke(c.like())?;
+            let attempt = Attempt::from_reply(reply);
+            let acked = match self.wait_for(reply.1) {
+                Some((n, ms)) if attempt.attempted == Attempted::Taken => {
                     Some((n, c.wait_replicas(key, n, ms)?))
                 }
                 _ => None,
             };
-            Ok((attempted, acked))
+            Ok((attempt, acked))
         })?;
         match acked {
             Some((asked, got)) if got < asked => {
                 let _ = self.release_blocking(key, token);
                 Err(lock_unconfirmed(key, asked, got))
             }
-            _ => Ok(attempted),
+            _ => Ok(attempt),
         }
     }
 
-    /// The compare-and-delete release: one attempt.
+    /// Extends the lease of `key` while it holds `token` (retried as every
+    /// operation is): whether it still held it.
+    pub(crate) fn renew_blocking(
+        &self,
+        key: &str,
+        token: &str,
+        lease_ms: u64,
+    ) -> Result<bool, Error> {
+        let inv = Shared::renew_invocation(key, token, lease_ms);
+        let renewed: i64 = self.retrying("renew script", |c| inv.invoke(c.like()))?;
+        Ok(renewed == 1)
+    }
+
+    /// The compare-and-delete release: one attempt. A lock freed wakes the
+    /// waiters of this process.
     pub(crate) fn release_blocking(&self, key: &str, token: &str) -> Result<bool, Error> {
         let inv = Shared::release_invocation(key, token);
         let deleted: i64 = self
             .with_conn(&mut |c| inv.invoke(c.like()))
             .map_err(|e| redis_error("release script", &e))?;
+        if deleted == 1 {
+            wake::released(key);
+        }
         Ok(deleted == 1)
     }
 
@@ -463,14 +550,12 @@ pub(crate) fn lock_unconfirmed(key: &str, asked: i64, got: i64) -> Error {
     )
 }
 
-/// A fresh lock token: 16 random bytes, hex.
-pub(crate) fn lock_token() -> Result<String, Error> {
+/// A fresh lock token for a lease of `lease_ms`: 16 random bytes, hex,
+/// then `.` and the lease in milliseconds, so a waiter can tell from the
+/// lock alone whether its holder still renews it.
+pub(crate) fn lock_token(lease_ms: u64) -> Result<String, Error> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b)
         .map_err(|_| store_error("the operating system's random generator failed"))?;
-    Ok(human_plus_core::hex(&b))
-}
-
-pub(crate) fn lock_timeout(id: &str, wait: Duration) -> Error {
-    Error::Store(human_plus_core::StoreError::lock_wait(id, wait))
+    Ok(format!("{}.{lease_ms}", human_plus_core::hex(&b)))
 }
