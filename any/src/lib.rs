@@ -38,8 +38,8 @@ use human_plus_core::{
     TransportErrorKind,
 };
 use human_plus_runtime::{
-    Driver, HumanPlus, HumanPlusBuilder, Resolve, ResolveBlocking, ResolverOf, StaticResolver,
-    TlsRoots,
+    Attached, Driver, HumanPlus, HumanPlusBuilder, Resolve, ResolveBlocking, ResolverOf,
+    StaticResolver, TlsRoots,
 };
 use human_plus_store::{AsyncAttachmentStore, InMemoryAttachmentStore};
 use serde_json::Value;
@@ -190,6 +190,33 @@ pub trait Agent: Send + Sync {
         invitation: SurfaceInvitation,
         participant: Participant,
     ) -> Result<SurfaceAttachment, Error>;
+    /// `attach_verified`: attaches, and stores the record only once the
+    /// session answered.
+    ///
+    /// # Errors
+    /// As the runtime's `attach_verified`.
+    fn attach_verified(
+        &self,
+        owner: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<Attached, Error>;
+    /// `attach_as`: attaches under a key of the caller's, idempotently.
+    ///
+    /// # Errors
+    /// As the runtime's `attach_as`.
+    fn attach_as(
+        &self,
+        owner: &str,
+        key: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<Attached, Error>;
+    /// `find`: the attachment kept under a key. No network.
+    ///
+    /// # Errors
+    /// As the runtime's `find`.
+    fn find(&self, owner: &str, key: &str) -> Result<Option<SurfaceAttachment>, Error>;
     /// `tools`
     ///
     /// # Errors
@@ -309,6 +336,28 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static, X: Exec> Agent for Run<D, S, 
     ) -> Result<SurfaceAttachment, Error> {
         self.exec
             .run(self.manager.attach(owner, invitation, participant))
+    }
+    fn attach_verified(
+        &self,
+        owner: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<Attached, Error> {
+        self.exec
+            .run(self.manager.attach_verified(owner, invitation, participant))
+    }
+    fn attach_as(
+        &self,
+        owner: &str,
+        key: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<Attached, Error> {
+        self.exec
+            .run(self.manager.attach_as(owner, key, invitation, participant))
+    }
+    fn find(&self, owner: &str, key: &str) -> Result<Option<SurfaceAttachment>, Error> {
+        self.exec.run(self.manager.find(owner, key))
     }
     fn tools(&self, owner: &str, id: &str) -> Result<Discovery, Error> {
         self.exec.run(self.manager.tools(owner, id))

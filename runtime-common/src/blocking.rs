@@ -16,7 +16,7 @@ use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachment
 
 use crate::block::block_on;
 use crate::driver::Driver;
-use crate::manager::{HumanPlus, HumanPlusBuilder};
+use crate::manager::{Attached, HumanPlus, HumanPlusBuilder};
 use crate::parts::Parts;
 
 /// A blocking [`AttachmentStore`] seen through the async store contract,
@@ -318,6 +318,97 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         participant: Participant,
     ) -> Result<SurfaceAttachment, Error> {
         block_on(self.inner.attach(owner, invitation, participant))
+    }
+
+    /// Attaches and proves it: the session is asked for its tools before
+    /// the record is stored, so a wrong token, an ended session or a wrong
+    /// relay path is its error here and leaves no record behind.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::attach_verified`].
+    pub fn attach_verified<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<Attached, Error> {
+        block_on(self.inner.attach_verified(owner, invitation, participant))
+    }
+
+    /// Attaches `owner` under `key` (a conversation id, a job's thread),
+    /// idempotently: the same owner and key find the same attachment, from
+    /// any worker.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::attach_as`].
+    pub fn attach_as<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        key: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> Result<Attached, Error> {
+        block_on(self.inner.attach_as(owner, key, invitation, participant))
+    }
+
+    /// The attachment `owner` keeps under `key`, in any state, or `None`.
+    /// No network, no lock.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::find`].
+    pub fn find<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        key: &str,
+    ) -> Result<Option<SurfaceAttachment>, Error> {
+        block_on(self.inner.find(owner, key))
+    }
+
+    /// Lists the surface's tools with the exchange bounded by `timeout`.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::tools`].
+    pub fn tools_with_timeout<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        timeout: Duration,
+    ) -> Result<Discovery, Error> {
+        block_on(self.inner.tools_with_timeout(owner, attachment, timeout))
+    }
+
+    /// Asks the change feed with the exchange bounded by `timeout`.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::changes_since`].
+    pub fn changes_since_with_timeout<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        timeout: Duration,
+    ) -> Result<SurfaceChanges, Error> {
+        block_on(
+            self.inner
+                .changes_since_with_timeout(owner, attachment, timeout),
+        )
+    }
+
+    /// Announces the agent's activity with the exchange bounded by
+    /// `timeout`.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::announce`].
+    pub fn announce_with_timeout<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        activity: &Activity,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        block_on(
+            self.inner
+                .announce_with_timeout(owner, attachment, activity, timeout),
+        )
     }
 
     /// Lists the surface's tools and admits them through the trust policy: the

@@ -56,7 +56,7 @@ pub use driver::{
 };
 pub use entropy::{OsEntropy, os_entropy};
 pub use failure::RequestFailure;
-pub use manager::{DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
+pub use manager::{Attached, DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
 pub use parts::Parts;
 pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};
 #[cfg(feature = "rig")]
@@ -77,17 +77,18 @@ pub use human_plus_store::InMemoryAttachmentStore;
 /// store and the default timeouts.
 pub mod exports {
     pub use human_plus_core::{
-        Activity, AttachmentState, AttachmentSummary, CallResult, ConflictDetection,
-        DEFAULT_RELAY_PATH, Discovery, EgressPolicy, Error, InvitationLink, LinkForm, LinkNote,
-        LinkOptions, ManagerConfig, NO_PINS, Owner, Participant, Priority, ReceiveLeg, RelayAuth,
-        ResultGuard, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceTool, ToolClaims,
-        ToolDefinition, TransportConfig, TrustPolicy, Withheld,
+        Activity, AttachmentState, AttachmentSummary, Busy, CallResult, ConflictDetection,
+        DEFAULT_RELAY_PATH, DeliveryUnknown, Discovery, EgressPolicy, Error, InvitationLink,
+        LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, Participant,
+        Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard, SurfaceAttachment,
+        SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceTool, ToolClaims,
+        ToolDefinition, TransportConfig, TrustPolicy, WhatChanged, Withheld,
     };
     pub use human_plus_store::{
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
     };
 
-    pub use crate::{DEFAULT_CONNECT_TIMEOUT, StaticResolver, SystemResolver, TlsRoots};
+    pub use crate::{Attached, DEFAULT_CONNECT_TIMEOUT, StaticResolver, SystemResolver, TlsRoots};
 }
 
 /// Logs (at debug level) that a runtime starts `req`: its id, method, leg

@@ -65,6 +65,24 @@ use crate::tls::{TlsRoots, client_config};
 /// The default bound on each connection step: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What an attach that proves itself gives back
+/// ([`HumanPlus::attach_verified`], [`HumanPlus::attach_as`]).
+///
+/// The attachment's own JSON is the store's record, relay token included:
+/// send [`SurfaceAttachment::summary`] on, never the attachment.
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// The stored attachment.
+    pub attachment: SurfaceAttachment,
+    /// What the verification found (the admitted tools), when this call
+    /// created the attachment; `None` when an existing one was returned
+    /// and nothing was sent.
+    pub discovery: Option<Discovery>,
+    /// Whether this call stored a new attachment (or replaced an ended one
+    /// under the same key); false when the existing one was returned.
+    pub created: bool,
+}
+
 /// The Human+ manager of an async runtime: attaches an agent to the
 /// surfaces people hand it (a sheet, a graph, a canvas a person has open)
 /// and runs the agent's operations on them, through the relay.
@@ -442,6 +460,219 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         .instrument(span)
     }
 
+    /// [`HumanPlus::attach`], proven before it is kept: the attachment is
+    /// minted, the session is asked for its tools (an MCP `initialize` and
+    /// `tools/list`, through the trust policy, bounded by the exchange
+    /// timeout), and only when the surface answered is the record stored.
+    /// A wrong token, an ended session or a wrong relay path is its error
+    /// here, at attach time, and leaves no record behind.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::attach`], and what [`HumanPlus::tools`] answers
+    /// ([`Error::AttachmentUnauthorized`] for a token the relay refuses,
+    /// [`Error::SurfaceUnavailable`] for an ended session,
+    /// [`Error::RelayPathNotFound`](human_plus_core::Error::RelayPathNotFound)
+    /// for a share link's relay path that is wrong, a timeout when no page
+    /// answers, undeclared trust).
+    pub fn attach_verified<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> impl Future<Output = Result<Attached, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let span = tracing::info_span!(
+            "human_plus.attach",
+            attachment = tracing::field::Empty,
+            surface = human_plus_core::surface_label(invitation.surface_id()),
+        );
+        async move {
+            let owner = owner?;
+            self.refuse_if_shut_down()?;
+            let record = human_plus_core::attach(
+                &owner,
+                invitation,
+                participant,
+                &self.inner.config.egress,
+                &mut OsEntropy,
+            )?;
+            tracing::Span::current().record("attachment", record.id());
+            self.verify_and_store(&owner, record, None).await
+        }
+        .instrument(span)
+    }
+
+    /// Attaches `owner` under `key`, a name of the caller's (a
+    /// conversation id, a job's thread), idempotently: the attachment's id
+    /// is derived from the owner and the key
+    /// ([`keyed_attachment_id`](human_plus_core::keyed_attachment_id)), so
+    /// a service needs no map of its own from its conversations to
+    /// attachments, and any replica finds it ([`HumanPlus::find`]).
+    ///
+    /// When an attachment is stored under the key, still `attached`, with
+    /// the same invitation, it is returned as it is: nothing is sent
+    /// ([`Attached::created`] false). Otherwise (none yet, an ended one, or
+    /// one to another session or token) a new one is verified as
+    /// [`HumanPlus::attach_verified`] verifies, and stored in its place
+    /// only once the surface answered; one to the same session takes the
+    /// old one's revision over, so its first call is pinned. Two callers
+    /// racing on one key get one attachment.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::attach_verified`], and [`Error::InvalidAttachment`]
+    /// for an empty key or one over 256 bytes.
+    pub fn attach_as<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        key: &str,
+        invitation: SurfaceInvitation,
+        participant: Participant,
+    ) -> impl Future<Output = Result<Attached, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let key = key.to_owned();
+        let span = tracing::info_span!(
+            "human_plus.attach",
+            attachment = tracing::field::Empty,
+            surface = human_plus_core::surface_label(invitation.surface_id()),
+        );
+        async move {
+            let owner = owner?;
+            self.refuse_if_shut_down()?;
+            let mut record = human_plus_core::attach_keyed(
+                &owner,
+                &key,
+                invitation,
+                participant,
+                &self.inner.config.egress,
+                &mut OsEntropy,
+            )?;
+            tracing::Span::current().record("attachment", record.id());
+            let existing = self.inner.store.get(record.id()).await?;
+            if let Some(existing) = existing.as_ref() {
+                existing.check_owner(&owner)?;
+                if reusable(existing, &record) {
+                    tracing::debug!("attached already");
+                    return Ok(Attached {
+                        attachment: existing.clone(),
+                        discovery: None,
+                        created: false,
+                    });
+                }
+                record.carry_over(existing);
+                record.succeed(existing);
+            }
+            let replacing = existing.as_ref().map(SurfaceAttachment::generation);
+            match self
+                .verify_and_store(&owner, record.clone(), replacing)
+                .await
+            {
+                Err(Error::StoreConflict { .. }) => {
+                    // Another caller attached under this key meanwhile:
+                    // theirs is the attachment, when it is what was asked.
+                    match self.inner.store.get(record.id()).await? {
+                        Some(theirs)
+                            if theirs.check_owner(&owner).is_ok() && reusable(&theirs, &record) =>
+                        {
+                            Ok(Attached {
+                                attachment: theirs,
+                                discovery: None,
+                                created: false,
+                            })
+                        }
+                        _ => Err(Error::StoreConflict {
+                            expected: replacing,
+                            found: None,
+                        }),
+                    }
+                }
+                other => other,
+            }
+        }
+        .instrument(span)
+    }
+
+    /// The attachment `owner` keeps under `key` ([`HumanPlus::attach_as`]),
+    /// in any state, or `None`. No network, no lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOwner`], [`Error::InvalidAttachment`] for an empty
+    /// or over-long key, [`Error::AttachmentUnauthorized`] should the
+    /// record belong to another owner, or the store's.
+    pub fn find<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<SurfaceAttachment>, Error>> + Send + use<'s, D, S, O>
+    {
+        let owner = OwnerKey::of(owner);
+        let key = key.to_owned();
+        async move {
+            let owner = owner?;
+            let id = human_plus_core::keyed_attachment_id(&owner, &key)?;
+            match self.inner.store.get(&id).await? {
+                Some(record) => {
+                    record.check_owner(&owner)?;
+                    Ok(Some(record))
+                }
+                None => Ok(None),
+            }
+        }
+    }
+
+    /// Verifies the unstored `record` (a `tools` operation over it, no
+    /// lock: nobody else can reach a record that is not stored) and stores
+    /// it once the surface answered: an insert, or a compare-and-set on
+    /// `replacing`, the generation of the record it takes the place of.
+    async fn verify_and_store(
+        &self,
+        owner: &OwnerKey,
+        record: SurfaceAttachment,
+        replacing: Option<u64>,
+    ) -> Result<Attached, Error> {
+        let inner = &*self.inner;
+        inner.config.trust.assert_declared()?;
+        let id = record.id().to_owned();
+        let op = {
+            let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+            Operation::tools(
+                record.clone(),
+                owner,
+                &inner.config,
+                &cache,
+                os_entropy(),
+                D::now(),
+            )?
+        };
+        let (mut outcome, stream) =
+            Box::pin(inner.driver.drive(Drive { op, stream: None })).await?;
+        let verified = outcome.record.take().unwrap_or(record);
+        let warm = outcome.warm.take();
+        let seen = outcome.seen;
+        let discovery = {
+            let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+            outcome.settle(&mut cache, Ok(()))?
+        };
+        inner.store.put(&verified, replacing).await?;
+        if seen != Seen::default() {
+            let mut kept = inner.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let entry = kept.entry(id.clone()).or_default();
+            *entry = entry.merged(seen);
+        }
+        if let Some(leg) = warm {
+            inner
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id, (leg, stream));
+        }
+        tracing::debug!("attached and verified");
+        Ok(Attached {
+            attachment: verified,
+            discovery: Some(discovery),
+            created: true,
+        })
+    }
+
     /// Lists the surface's tools and admits them through the trust policy: the
     /// admitted ones (with their definitions and digests, the digest being what
     /// a policy pins), and what was withheld and why. Reserved confirmation
@@ -608,8 +839,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
         let owner = OwnerKey::of(owner);
         let name = tool.to_owned();
-        let mut bounded = self.inner.config.clone();
-        bounded.transport.timeout = timeout;
+        let bounded = self.bounded(timeout);
         self.operate_within(
             Op::Call,
             owner,
@@ -629,6 +859,90 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
                 )
             },
         )
+    }
+
+    /// [`HumanPlus::tools`], bounded by `timeout` instead of the configured
+    /// exchange timeout.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::tools`].
+    pub fn tools_with_timeout<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Discovery, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let bounded = self.bounded(timeout);
+        self.operate_within(
+            Op::Tools,
+            owner,
+            attachment,
+            "",
+            timeout,
+            move |record, owner, _config, init, now| {
+                Operation::tools(record, owner, &bounded, init, os_entropy(), now)
+            },
+        )
+    }
+
+    /// [`HumanPlus::changes_since`], bounded by `timeout` instead of the
+    /// configured exchange timeout.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::changes_since`].
+    pub fn changes_since_with_timeout<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<SurfaceChanges, Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let bounded = self.bounded(timeout);
+        self.operate_within(
+            Op::ChangesSince,
+            owner,
+            attachment,
+            "",
+            timeout,
+            move |record, owner, _config, init, now| {
+                Operation::changes_since(record, owner, &bounded, init, os_entropy(), now)
+            },
+        )
+    }
+
+    /// [`HumanPlus::announce`], bounded by `timeout` instead of the
+    /// configured exchange timeout.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::announce`].
+    pub fn announce_with_timeout<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        activity: &Activity,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), Error>> + Send + use<'s, D, S, O> {
+        let owner = OwnerKey::of(owner);
+        let activity = activity.clone();
+        let bounded = self.bounded(timeout);
+        self.operate_within(
+            Op::Announce,
+            owner,
+            attachment,
+            "",
+            timeout,
+            move |record, owner, _config, _init, now| {
+                Operation::announce(record, owner, &activity, &bounded, os_entropy(), now)
+            },
+        )
+    }
+
+    /// The manager's configuration with its exchange timeout replaced.
+    fn bounded(&self, timeout: Duration) -> ManagerConfig {
+        let mut bounded = self.inner.config.clone();
+        bounded.transport.timeout = timeout;
+        bounded
     }
 
     /// What the attachment's receive legs have shown since this was last
@@ -1277,6 +1591,13 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
         outcome.settle(&mut cache, stored)
     }
+}
+
+/// Whether `existing`, stored under a key, is the attachment `wanted`
+/// asks for: still attached, with the same invitation (relay, session,
+/// token, surface).
+fn reusable(existing: &SurfaceAttachment, wanted: &SurfaceAttachment) -> bool {
+    existing.is_attached() && existing.invitation() == wanted.invitation()
 }
 
 /// How long the attempt after a lock wait that ran out on the runtime's

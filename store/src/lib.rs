@@ -419,6 +419,33 @@ impl InMemoryAttachmentStore {
     }
 
     /// Extends the lease of the lock `guard` holds, if it still does.
+    /// One attempt within a wait that ends at `deadline`: the guard, or
+    /// when to try again (a release wakes the waiter earlier). Busy once
+    /// the wait is over, or when only the holder's lease running out would
+    /// free the lock, and not within the wait.
+    fn attempt(
+        &self,
+        id: &str,
+        lease: Duration,
+        deadline: Instant,
+    ) -> Result<Result<LockGuard, Instant>, Error> {
+        let (expires, held_for) = match self.try_lock(id, lease)? {
+            Ok(guard) => return Ok(Ok(guard)),
+            Err(held) => held,
+        };
+        let now = Instant::now();
+        let holder = Holder {
+            left: expires - now,
+            lease: Some(held_for),
+        };
+        if now >= deadline || (holder.overdue() && expires > deadline) {
+            return Err(busy(Some(holder), lease));
+        }
+        Ok(Err(expires
+            .min(deadline)
+            .max(now + Duration::from_millis(1))))
+    }
+
     fn renew_now(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
         let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
         let now = Instant::now();
@@ -465,23 +492,12 @@ impl AttachmentStore for InMemoryAttachmentStore {
         let deadline = Instant::now() + wait;
         loop {
             let listener = self.inner.released.listen();
-            let (expires, held_for) = match self.try_lock(id, lease)? {
+            let wake = match self.attempt(id, lease, deadline)? {
                 Ok(guard) => return Ok(guard),
-                Err(held) => held,
+                Err(wake) => wake,
             };
-            let now = Instant::now();
-            let holder = Holder {
-                left: expires - now,
-                lease: Some(held_for),
-            };
-            if now >= deadline || (holder.overdue() && expires > deadline) {
-                // The wait is over, or only the holder's lease running out
-                // frees the lock, and not within the wait.
-                return Err(busy(Some(holder), lease));
-            }
             // Woken by a release, or when the holder's lease runs out.
-            let wake = expires.min(deadline);
-            listener.wait_deadline(wake.max(now + Duration::from_millis(1)));
+            listener.wait_deadline(wake);
         }
     }
 
@@ -531,17 +547,8 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
         let deadline = Instant::now() + wait;
         loop {
             let listener = self.inner.released.listen();
-            let (expires, held_for) = match self.try_lock(id, lease)? {
-                Ok(guard) => return Ok(guard),
-                Err(held) => held,
-            };
-            let now = Instant::now();
-            let holder = Holder {
-                left: expires - now,
-                lease: Some(held_for),
-            };
-            if now >= deadline || (holder.overdue() && expires > deadline) {
-                return Err(busy(Some(holder), lease));
+            if let Ok(guard) = self.attempt(id, lease, deadline)? {
+                return Ok(guard);
             }
             listener.await;
         }

@@ -327,6 +327,114 @@ pub fn careless_agent<R: Runtime>(leg: LegKind) {
     }
 }
 
+/// An attach that proves itself, and an attachment kept under a key of
+/// the caller's (issue 35): a wrong token, an ended session or a wrong
+/// relay path is the attach's own error and leaves no record; attaching
+/// again under the same owner and key returns the same attachment without
+/// a round trip; a detached one is replaced under the same id, its
+/// revision carried over, its generation continued.
+pub fn attach_that_proves_itself<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+
+    // Verified: stored once the surface answered, with what it admitted.
+    let ok = hp
+        .attach_verified(OWNER, env.invitation(), agent())
+        .unwrap();
+    assert!(ok.created);
+    let names: Vec<&str> = ok
+        .discovery
+        .as_ref()
+        .unwrap()
+        .tools
+        .iter()
+        .map(|t| t.name())
+        .collect();
+    assert!(names.contains(&"sheet_get_cell"), "{names:?}");
+    assert_eq!(hp.store().len(), 1);
+    hp.call(
+        OWNER,
+        ok.attachment.id(),
+        "sheet_get_cell",
+        json!({"address": "A1"}),
+    )
+    .unwrap();
+
+    // A wrong token: the relay's 401, and no record behind.
+    let wrong = env.invitation_with_token(&format!("wrong{}", crate::random_hex(8)));
+    let e = hp.attach_verified(OWNER, wrong, agent()).unwrap_err();
+    assert_eq!(e, Error::AttachmentUnauthorized(Unauthorized::Relay));
+    assert_no_token(&e, &env.token);
+    assert_eq!(hp.store().len(), 1, "a refused attach leaves no record");
+
+    // Keyed: the same owner and key, the same attachment; nothing sent.
+    let first = hp
+        .attach_as(OWNER, "conversation-1", env.invitation(), agent())
+        .unwrap();
+    assert!(first.created && first.discovery.is_some());
+    let asked = env.surface().requests("tools/list");
+    let again = hp
+        .attach_as(OWNER, "conversation-1", env.invitation(), agent())
+        .unwrap();
+    assert!(!again.created && again.discovery.is_none());
+    assert_eq!(again.attachment.id(), first.attachment.id());
+    assert_eq!(env.surface().requests("tools/list"), asked, "no round trip");
+    assert_eq!(
+        hp.find(OWNER, "conversation-1")
+            .unwrap()
+            .map(|a| a.id().to_owned()),
+        Some(first.attachment.id().to_owned())
+    );
+    assert_eq!(hp.find(OWNER, "conversation-2").unwrap(), None);
+    let theirs = hp
+        .attach_as("session:two", "conversation-1", env.invitation(), agent())
+        .unwrap();
+    assert_ne!(theirs.attachment.id(), first.attachment.id());
+
+    // A read pins the keyed attachment; detached, it is replaced under the
+    // same id, its revision carried over, its generation continued.
+    let read = hp
+        .call(
+            OWNER,
+            first.attachment.id(),
+            "sheet_get_cell",
+            json!({"address": "B4"}),
+        )
+        .unwrap();
+    let seen = read.revision.unwrap();
+    let detached = hp.detach(OWNER, first.attachment.id()).unwrap();
+    let renewed = hp
+        .attach_as(OWNER, "conversation-1", env.invitation(), agent())
+        .unwrap();
+    assert!(renewed.created);
+    assert_eq!(renewed.attachment.id(), first.attachment.id());
+    assert!(renewed.attachment.generation() > detached.generation());
+    assert_eq!(renewed.attachment.revision(), Some(&seen));
+    hp.call(
+        OWNER,
+        renewed.attachment.id(),
+        "sheet_get_cell",
+        json!({"address": "B4"}),
+    )
+    .unwrap();
+    let last = env.surface().calls().pop().unwrap();
+    assert!(
+        last.pinned.is_some(),
+        "the renewed attachment's first call is pinned"
+    );
+
+    // An ended session: the attach's own error, the keyed record kept as
+    // it was (detached), nothing new stored.
+    let before = hp.store().len();
+    assert!(env.relay().drop_session(&env.session));
+    let e = hp
+        .attach_as(OWNER, "conversation-3", env.invitation(), agent())
+        .unwrap_err();
+    assert_eq!(e, Error::SurfaceUnavailable);
+    assert_eq!(hp.find(OWNER, "conversation-3").unwrap(), None);
+    assert_eq!(hp.store().len(), before);
+}
+
 /// 410 and 401 are terminal, distinct, and never retried.
 pub fn gone_and_unauthorized<R: Runtime>(leg: LegKind) {
     let env = Env::start();

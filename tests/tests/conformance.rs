@@ -26,6 +26,14 @@ macro_rules! suite {
                 scenarios::lifecycle::<$runtime>(LegKind::Poll, true);
             }
             #[test]
+            fn attach_that_proves_itself_sse() {
+                scenarios::attach_that_proves_itself::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn attach_that_proves_itself_poll() {
+                scenarios::attach_that_proves_itself::<$runtime>(LegKind::Poll);
+            }
+            #[test]
             fn careless_agent_sse() {
                 scenarios::careless_agent::<$runtime>(LegKind::Sse);
             }

@@ -1769,6 +1769,26 @@ mod tests {
         ) -> Result<SurfaceAttachment, Error> {
             Err(Error::InvalidOwner)
         }
+        fn attach_verified(
+            &self,
+            _: &str,
+            _: SurfaceInvitation,
+            _: Participant,
+        ) -> Result<human_plus_runtime::Attached, Error> {
+            Err(Error::InvalidOwner)
+        }
+        fn attach_as(
+            &self,
+            _: &str,
+            _: &str,
+            _: SurfaceInvitation,
+            _: Participant,
+        ) -> Result<human_plus_runtime::Attached, Error> {
+            Err(Error::InvalidOwner)
+        }
+        fn find(&self, _: &str, _: &str) -> Result<Option<SurfaceAttachment>, Error> {
+            Ok(None)
+        }
         fn tools(&self, _: &str, _: &str) -> Result<Discovery, Error> {
             Ok(Discovery {
                 tools: vec![

@@ -304,6 +304,40 @@ pub fn attach(
     Ok(record)
 }
 
+/// [`attach`], for an attachment kept under a key the caller chooses (a
+/// conversation id): the record's id is [`crate::keyed_attachment_id`] of the
+/// owner and the key, so attaching again under the same owner and key
+/// finds the same record. Validates the invitation against the egress
+/// policy; no network.
+///
+/// ```
+/// use human_plus_core::*;
+///
+/// let inv = SurfaceInvitation::new("https://relay.fancy.example", "demo_001", "0123456789abcdef", "sheet:one", "sheets")?;
+/// let policy = EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128");
+/// let owner = OwnerKey::of("tenant:7")?;
+/// let a = attach_keyed(&owner, "conversation-42", inv, Participant::new("agent-1", "Assistant", "#7c3aed"), &policy, &mut SeededEntropy::new(1))?;
+/// assert_eq!(a.id(), keyed_attachment_id(&owner, "conversation-42")?);
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::EgressRefused`], or [`Error::InvalidAttachment`] for an empty
+/// or over-long key.
+pub fn attach_keyed(
+    owner: &OwnerKey,
+    key: &str,
+    invitation: SurfaceInvitation,
+    participant: Participant,
+    egress: &EgressPolicy,
+    entropy: &mut dyn Entropy,
+) -> Result<SurfaceAttachment, Error> {
+    let record =
+        SurfaceAttachment::mint_keyed(owner.clone(), key, invitation, participant, entropy)?;
+    RelayEndpoint::new(record.invitation(), record.client_id(), egress)?;
+    Ok(record)
+}
+
 /// The record, in any state, after checking the owner. No network.
 ///
 /// # Errors
