@@ -33,14 +33,17 @@
 //! };
 //! use serde_json::json;
 //!
-//! /// The person handed over `link` for `conversation`: attach it (nothing is sent yet).
+//! /// The person handed over `link` for `conversation`: attach it, proven.
 //! async fn attach(human_plus: &HumanPlus, conversation: &str, link: &str) -> Result<String, Error> {
 //!     let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
 //!     let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
-//!     let attachment = human_plus.attach(conversation, invitation, participant).await?;
-//!     // Keep the id with the conversation. Show or send on `attachment.summary()`,
-//!     // never the attachment itself: its JSON is the store's record, token included.
-//!     Ok(attachment.id().to_owned())
+//!     // The page is asked for its tools before anything is kept: a wrong or
+//!     // ended link is an error now, for the person who can fix it.
+//!     let attached = human_plus.attach_verified(conversation, invitation, participant).await?;
+//!     // Keep the id with the conversation (or attach_as and find, by a key of yours).
+//!     // Show or send on `attached.attachment.summary()`, never the attachment
+//!     // itself: its JSON is the store's record, relay token included.
+//!     Ok(attached.attachment.id().to_owned())
 //! }
 //!
 //! /// One turn of the model: read, write, and what somebody else changed.
@@ -82,18 +85,23 @@
 //! [`HumanPlus`] is the manager, over this crate's [`AsyncIo`] driver. Its
 //! methods are written once, in `human_plus_runtime`, and documented here
 //! on [`generic::HumanPlus`] (and listed on [`HumanPlus`]'s own page, under
-//! *Implementations*): [`attach`](generic::HumanPlus::attach),
-//! [`tools`](generic::HumanPlus::tools), [`call`](generic::HumanPlus::call),
-//! [`call_with_timeout`](generic::HumanPlus::call_with_timeout),
-//! [`changes_since`](generic::HumanPlus::changes_since),
-//! [`announce`](generic::HumanPlus::announce),
-//! [`take_seen`](generic::HumanPlus::take_seen),
-//! [`listing_current_for`](generic::HumanPlus::listing_current_for),
-//! [`status`](generic::HumanPlus::status),
-//! [`conflict_detection`](generic::HumanPlus::conflict_detection),
-//! [`detach`](generic::HumanPlus::detach),
-//! [`shutdown`](generic::HumanPlus::shutdown), and the constructors
-//! [`new`](generic::HumanPlus::new) and [`builder`](generic::HumanPlus::builder).
+//! *Implementations*):
+//!
+//! - attaching: [`attach_verified`](generic::HumanPlus::attach_verified) (the page answers before
+//!   anything is kept), [`attach_as`](generic::HumanPlus::attach_as) and [`find`](generic::HumanPlus::find) (under a key of
+//!   yours, idempotently), [`attach`](generic::HumanPlus::attach) (nothing sent);
+//! - on the surface: [`tools`](generic::HumanPlus::tools), [`call`](generic::HumanPlus::call),
+//!   [`changes_since`](generic::HumanPlus::changes_since), [`announce`](generic::HumanPlus::announce), each also
+//!   bounded by a timeout of the call's own ([`tools_with_timeout`](generic::HumanPlus::tools_with_timeout),
+//!   [`call_with_timeout`](generic::HumanPlus::call_with_timeout),
+//!   [`changes_since_with_timeout`](generic::HumanPlus::changes_since_with_timeout),
+//!   [`announce_with_timeout`](generic::HumanPlus::announce_with_timeout));
+//! - known without the network: [`take_seen`](generic::HumanPlus::take_seen),
+//!   [`listing_current_for`](generic::HumanPlus::listing_current_for), [`status`](generic::HumanPlus::status),
+//!   [`conflict_detection`](generic::HumanPlus::conflict_detection);
+//! - the end: [`detach`](generic::HumanPlus::detach), [`shutdown`](generic::HumanPlus::shutdown);
+//! - making one: [`new`](generic::HumanPlus::new), [`builder`](generic::HumanPlus::builder).
+//!
 //! The builder's are on [`generic::HumanPlusBuilder`], the toolset's on
 //! [`generic::HumanPlusToolset`] and [`generic::ToolHandle`].
 //!

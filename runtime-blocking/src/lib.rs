@@ -18,14 +18,17 @@
 //! };
 //! use serde_json::json;
 //!
-//! /// The person handed over `link` for `conversation`: attach it (nothing is sent yet).
+//! /// The person handed over `link` for `conversation`: attach it, proven.
 //! fn attach(human_plus: &HumanPlus, conversation: &str, link: &str) -> Result<String, Error> {
 //!     let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
 //!     let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
-//!     let attachment = human_plus.attach(conversation, invitation, participant)?;
-//!     // Keep the id with the conversation. Show or send on `attachment.summary()`,
-//!     // never the attachment itself: its JSON is the store's record, token included.
-//!     Ok(attachment.id().to_owned())
+//!     // The page is asked for its tools before anything is kept: a wrong or
+//!     // ended link is an error now, for the person who can fix it.
+//!     let attached = human_plus.attach_verified(conversation, invitation, participant)?;
+//!     // Keep the id with the conversation (or attach_as and find, by a key of yours).
+//!     // Show or send on `attached.attachment.summary()`, never the attachment
+//!     // itself: its JSON is the store's record, relay token included.
+//!     Ok(attached.attachment.id().to_owned())
 //! }
 //!
 //! /// A job of the conversation: read, write, and what somebody else changed.
@@ -61,25 +64,27 @@
 //!
 //! ## The API
 //!
-//! [`HumanPlus`] is the manager, over this crate's [`Blocking`] driver.
-//! Its methods are written once, in `human_plus_runtime`, and documented
-//! here on [`generic::BlockingHumanPlus`] (and listed on [`HumanPlus`]'s
-//! own page, under *Implementations*):
-//! [`attach`](generic::BlockingHumanPlus::attach),
-//! [`tools`](generic::BlockingHumanPlus::tools),
-//! [`call`](generic::BlockingHumanPlus::call),
-//! [`call_with_timeout`](generic::BlockingHumanPlus::call_with_timeout),
-//! [`changes_since`](generic::BlockingHumanPlus::changes_since),
-//! [`announce`](generic::BlockingHumanPlus::announce),
-//! [`take_seen`](generic::BlockingHumanPlus::take_seen),
-//! [`listing_current_for`](generic::BlockingHumanPlus::listing_current_for),
-//! [`status`](generic::BlockingHumanPlus::status),
-//! [`conflict_detection`](generic::BlockingHumanPlus::conflict_detection),
-//! [`detach`](generic::BlockingHumanPlus::detach),
-//! [`shutdown`](generic::BlockingHumanPlus::shutdown), and the constructors
-//! [`new`](generic::BlockingHumanPlus::new) and
-//! [`builder`](generic::BlockingHumanPlus::builder). The builder's are on
-//! [`generic::HumanPlusBuilder`], the toolset's on
+//! [`HumanPlus`] is the manager, over this crate's [`Blocking`] driver. Its
+//! methods are written once, in `human_plus_runtime`, and documented here
+//! on [`generic::BlockingHumanPlus`] (and listed on [`HumanPlus`]'s own page, under
+//! *Implementations*):
+//!
+//! - attaching: [`attach_verified`](generic::BlockingHumanPlus::attach_verified) (the page answers before
+//!   anything is kept), [`attach_as`](generic::BlockingHumanPlus::attach_as) and [`find`](generic::BlockingHumanPlus::find) (under a key of
+//!   yours, idempotently), [`attach`](generic::BlockingHumanPlus::attach) (nothing sent);
+//! - on the surface: [`tools`](generic::BlockingHumanPlus::tools), [`call`](generic::BlockingHumanPlus::call),
+//!   [`changes_since`](generic::BlockingHumanPlus::changes_since), [`announce`](generic::BlockingHumanPlus::announce), each also
+//!   bounded by a timeout of the call's own ([`tools_with_timeout`](generic::BlockingHumanPlus::tools_with_timeout),
+//!   [`call_with_timeout`](generic::BlockingHumanPlus::call_with_timeout),
+//!   [`changes_since_with_timeout`](generic::BlockingHumanPlus::changes_since_with_timeout),
+//!   [`announce_with_timeout`](generic::BlockingHumanPlus::announce_with_timeout));
+//! - known without the network: [`take_seen`](generic::BlockingHumanPlus::take_seen),
+//!   [`listing_current_for`](generic::BlockingHumanPlus::listing_current_for), [`status`](generic::BlockingHumanPlus::status),
+//!   [`conflict_detection`](generic::BlockingHumanPlus::conflict_detection);
+//! - the end: [`detach`](generic::BlockingHumanPlus::detach), [`shutdown`](generic::BlockingHumanPlus::shutdown);
+//! - making one: [`new`](generic::BlockingHumanPlus::new), [`builder`](generic::BlockingHumanPlus::builder).
+//!
+//! The builder's are on [`generic::HumanPlusBuilder`], the toolset's on
 //! [`generic::HumanPlusToolset`] and [`generic::ToolHandle`]. The manager is
 //! `Clone + Send + Sync`: one per process, shared by its threads.
 //!

@@ -88,11 +88,13 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
 ///
 /// | to | call | network |
 /// |---|---|---|
-/// | attach the surface a person handed over (a share link, read by [`SurfaceInvitation::from_link`]) | [`attach`](BlockingHumanPlus::attach) | no |
-/// | list the tools local trust admits | [`tools`](BlockingHumanPlus::tools) | yes |
+/// | attach the surface a person handed over (a share link, read by [`SurfaceInvitation::from_link`]), proven first | [`attach_verified`](BlockingHumanPlus::attach_verified) | yes: the tools are listed once |
+/// | … under a key of the caller's (a conversation id), idempotently, and find it again | [`attach_as`](BlockingHumanPlus::attach_as), [`find`](BlockingHumanPlus::find) | `attach_as`: yes, unless already attached |
+/// | attach without sending anything (a mistake in the link shows at the first operation) | [`attach`](BlockingHumanPlus::attach) | no |
+/// | list the tools local trust admits | [`tools`](BlockingHumanPlus::tools), [`tools_with_timeout`](BlockingHumanPlus::tools_with_timeout) | yes |
 /// | call one, pinned to the revision last seen | [`call`](BlockingHumanPlus::call), [`call_with_timeout`](BlockingHumanPlus::call_with_timeout) | yes |
-/// | learn what somebody else changed, and who | [`changes_since`](BlockingHumanPlus::changes_since) | yes |
-/// | tell the person what the agent is doing | [`announce`](BlockingHumanPlus::announce) | yes |
+/// | learn what somebody else changed, and who | [`changes_since`](BlockingHumanPlus::changes_since), [`changes_since_with_timeout`](BlockingHumanPlus::changes_since_with_timeout) | yes |
+/// | tell the person what the agent is doing | [`announce`](BlockingHumanPlus::announce), [`announce_with_timeout`](BlockingHumanPlus::announce_with_timeout) | yes |
 /// | what the receive legs saw (a person active, the tools changed) | [`take_seen`](BlockingHumanPlus::take_seen), [`listing_current_for`](BlockingHumanPlus::listing_current_for) | no |
 /// | the attachment itself | [`status`](BlockingHumanPlus::status), [`conflict_detection`](BlockingHumanPlus::conflict_detection) | no |
 /// | leave the surface | [`detach`](BlockingHumanPlus::detach) | only with [`unregister_on_detach`](ManagerConfig::unregister_on_detach) |
@@ -286,6 +288,9 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
     /// wrong relay path shows at the first operation (such as
     /// [`BlockingHumanPlus::tools`]), and the record stays in the store until
     /// [`BlockingHumanPlus::detach`] or the store's time to live.
+    /// [`BlockingHumanPlus::attach_verified`] proves the link first and keeps nothing
+    /// when it fails; [`BlockingHumanPlus::attach_as`] attaches under a key of the
+    /// caller's, idempotently.
     ///
     /// The invitation is what a person handed over: one link, read by
     /// [`SurfaceInvitation::from_link`]. What `attach` returns is the store's
@@ -320,12 +325,30 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         block_on(self.inner.attach(owner, invitation, participant))
     }
 
-    /// Attaches and proves it: the session is asked for its tools before
-    /// the record is stored, so a wrong token, an ended session or a wrong
-    /// relay path is its error here and leaves no record behind.
+    /// [`BlockingHumanPlus::attach`], proven before it is kept: the attachment
+    /// is minted, the session is asked for its tools (an MCP `initialize` and
+    /// `tools/list`, through the trust policy, bounded by the exchange timeout),
+    /// and only when the surface answered is the record stored. A wrong token,
+    /// an ended session or a wrong relay path is its error here, at attach time,
+    /// and leaves no record behind.
     ///
     /// # Errors
-    /// As [`HumanPlus::attach_verified`].
+    /// As [`BlockingHumanPlus::attach`], and what [`BlockingHumanPlus::tools`]
+    /// answers ([`Error::AttachmentUnauthorized`] for a token the relay refuses,
+    /// [`Error::SurfaceUnavailable`] for an ended session,
+    /// [`Error::RelayPathNotFound`] for a share link's relay path that is wrong,
+    /// a timeout when no page answers, undeclared trust).
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// let attached = human_plus.attach_verified("conversation:42", invitation, participant)?;
+    /// let id = attached.attachment.id(); // stored: the session answered
+    /// # let _ = id;
+    /// # Ok(()) }
+    /// ```
     pub fn attach_verified<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -335,12 +358,31 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         block_on(self.inner.attach_verified(owner, invitation, participant))
     }
 
-    /// Attaches `owner` under `key` (a conversation id, a job's thread),
-    /// idempotently: the same owner and key find the same attachment, from
-    /// any worker.
+    /// Attaches `owner` under `key`, a name of the caller's (a conversation id,
+    /// a job's thread), idempotently: the attachment's id is derived from the
+    /// owner and the key, so the same owner and key find the same attachment
+    /// from any worker sharing the store ([`BlockingHumanPlus::find`]), and a
+    /// queue needs no map of its own from conversations to attachments. An
+    /// attachment still `attached` under the key with the same invitation is
+    /// returned as it is, nothing sent ([`Attached::created`](crate::Attached::created)
+    /// false); otherwise a new one is verified as
+    /// [`BlockingHumanPlus::attach_verified`] verifies and stored in its place
+    /// once the surface answered.
     ///
     /// # Errors
-    /// As [`HumanPlus::attach_as`].
+    /// As [`BlockingHumanPlus::attach_verified`], and [`Error::InvalidAttachment`]
+    /// for an empty key or one over 256 bytes.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// let attached = human_plus.attach_as("user:7", "conversation:42", invitation, participant)?;
+    /// let id = attached.attachment.id(); // the same for every job of the conversation
+    /// # let _ = id;
+    /// # Ok(()) }
+    /// ```
     pub fn attach_as<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -351,11 +393,24 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         block_on(self.inner.attach_as(owner, key, invitation, participant))
     }
 
-    /// The attachment `owner` keeps under `key`, in any state, or `None`.
-    /// No network, no lock.
+    /// The attachment `owner` keeps under `key`
+    /// ([`BlockingHumanPlus::attach_as`]), in any state, or `None`: how a job
+    /// finds its conversation's attachment. No network, no lock.
     ///
     /// # Errors
-    /// As [`HumanPlus::find`].
+    /// [`Error::InvalidOwner`], [`Error::InvalidAttachment`] for an empty or
+    /// over-long key, [`Error::AttachmentUnauthorized`] should the record belong
+    /// to another owner, or the store's.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>) -> Result<(), human_plus_core::Error> {
+    /// match human_plus.find("user:7", "conversation:42")? {
+    ///     Some(attachment) if attachment.is_attached() => println!("call through {}", attachment.id()),
+    ///     Some(_) => println!("it ended: ask the person for a new link"),
+    ///     None => println!("no attachment yet: ask the person for the link"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn find<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -364,10 +419,20 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         block_on(self.inner.find(owner, key))
     }
 
-    /// Lists the surface's tools with the exchange bounded by `timeout`.
+    /// [`BlockingHumanPlus::tools`], with the exchange bounded by `timeout`
+    /// instead of the configured exchange timeout, so the calling thread is back
+    /// within about that long.
     ///
     /// # Errors
-    /// As [`HumanPlus::tools`].
+    /// As [`BlockingHumanPlus::tools`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let discovery = human_plus.tools_with_timeout("job-conversation:42", attachment, Duration::from_secs(5))?;
+    /// # let _ = discovery;
+    /// # Ok(()) }
+    /// ```
     pub fn tools_with_timeout<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -377,10 +442,20 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         block_on(self.inner.tools_with_timeout(owner, attachment, timeout))
     }
 
-    /// Asks the change feed with the exchange bounded by `timeout`.
+    /// [`BlockingHumanPlus::changes_since`], with the exchange bounded by
+    /// `timeout` instead of the configured exchange timeout, so the calling
+    /// thread is back within about that long.
     ///
     /// # Errors
-    /// As [`HumanPlus::changes_since`].
+    /// As [`BlockingHumanPlus::changes_since`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let changes = human_plus.changes_since_with_timeout("job-conversation:42", attachment, Duration::from_secs(5))?;
+    /// println!("{}", changes.describe());
+    /// # Ok(()) }
+    /// ```
     pub fn changes_since_with_timeout<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -393,11 +468,20 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         )
     }
 
-    /// Announces the agent's activity with the exchange bounded by
-    /// `timeout`.
+    /// [`BlockingHumanPlus::announce`], with the exchange bounded by `timeout`
+    /// instead of the configured exchange timeout.
     ///
     /// # Errors
-    /// As [`HumanPlus::announce`].
+    /// As [`BlockingHumanPlus::announce`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use human_plus_core::Activity;
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let activity = Activity::new("editing").target("B4");
+    /// human_plus.announce_with_timeout("job-conversation:42", attachment, &activity, Duration::from_secs(2))?;
+    /// # Ok(()) }
+    /// ```
     pub fn announce_with_timeout<O: Owner + ?Sized>(
         &self,
         owner: &O,

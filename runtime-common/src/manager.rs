@@ -96,11 +96,13 @@ pub struct Attached {
 ///
 /// | to | call | network |
 /// |---|---|---|
-/// | attach the surface a person handed over (a share link, read by [`SurfaceInvitation::from_link`]) | [`attach`](HumanPlus::attach) | no |
-/// | list the tools local trust admits | [`tools`](HumanPlus::tools) | yes |
+/// | attach the surface a person handed over (a share link, read by [`SurfaceInvitation::from_link`]), proven first | [`attach_verified`](HumanPlus::attach_verified) | yes: the tools are listed once |
+/// | … under a key of the caller's (a conversation id), idempotently, and find it again | [`attach_as`](HumanPlus::attach_as), [`find`](HumanPlus::find) | `attach_as`: yes, unless already attached |
+/// | attach without sending anything (a mistake in the link shows at the first operation) | [`attach`](HumanPlus::attach) | no |
+/// | list the tools local trust admits | [`tools`](HumanPlus::tools), [`tools_with_timeout`](HumanPlus::tools_with_timeout) | yes |
 /// | call one, pinned to the revision last seen | [`call`](HumanPlus::call), [`call_with_timeout`](HumanPlus::call_with_timeout) | yes |
-/// | learn what somebody else changed, and who | [`changes_since`](HumanPlus::changes_since) | yes |
-/// | tell the person what the agent is doing | [`announce`](HumanPlus::announce) | yes |
+/// | learn what somebody else changed, and who | [`changes_since`](HumanPlus::changes_since), [`changes_since_with_timeout`](HumanPlus::changes_since_with_timeout) | yes |
+/// | tell the person what the agent is doing | [`announce`](HumanPlus::announce), [`announce_with_timeout`](HumanPlus::announce_with_timeout) | yes |
 /// | what the receive legs saw (a person active, the tools changed) | [`take_seen`](HumanPlus::take_seen), [`listing_current_for`](HumanPlus::listing_current_for) | no |
 /// | the attachment itself | [`status`](HumanPlus::status), [`conflict_detection`](HumanPlus::conflict_detection) | no |
 /// | leave the surface | [`detach`](HumanPlus::detach) | only with [`unregister_on_detach`](ManagerConfig::unregister_on_detach) |
@@ -406,6 +408,9 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// wrong relay path shows at the first operation (such as
     /// [`HumanPlus::tools`]), and the record stays in the store until
     /// [`HumanPlus::detach`] or the store's time to live.
+    /// [`HumanPlus::attach_verified`] proves the link first and keeps nothing
+    /// when it fails; [`HumanPlus::attach_as`] attaches under a key of the
+    /// caller's, idempotently.
     ///
     /// The invitation is what a person handed over: one link, read by
     /// [`SurfaceInvitation::from_link`]. What `attach` returns is the store's
@@ -474,6 +479,24 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// [`Error::RelayPathNotFound`](human_plus_core::Error::RelayPathNotFound)
     /// for a share link's relay path that is wrong, a timeout when no page
     /// answers, undeclared trust).
+    ///
+    /// What a service calls when the person hands over a link: one round trip
+    /// set (`initialize`, `tools/list`) more than [`HumanPlus::attach`], and a
+    /// mistake in the link is told at once, to the person who can fix it.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// let attached = human_plus.attach_verified("conversation:42", invitation, participant).await?;
+    /// let id = attached.attachment.id(); // stored: the session answered
+    /// if let Some(discovery) = &attached.discovery {
+    ///     println!("{} tools admitted", discovery.tools.len());
+    /// }
+    /// # let _ = id;
+    /// # Ok(()) }
+    /// ```
     pub fn attach_verified<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -521,6 +544,21 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// # Errors
     /// As [`HumanPlus::attach_verified`], and [`Error::InvalidAttachment`]
     /// for an empty key or one over 256 bytes.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// // The same owner and key give the same attachment, on any replica.
+    /// let attached = human_plus.attach_as("user:7", "conversation:42", invitation, participant).await?;
+    /// if !attached.created {
+    ///     println!("already attached: nothing was sent");
+    /// }
+    /// let id = attached.attachment.id();
+    /// # let _ = id;
+    /// # Ok(()) }
+    /// ```
     pub fn attach_as<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -598,6 +636,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// [`Error::InvalidOwner`], [`Error::InvalidAttachment`] for an empty
     /// or over-long key, [`Error::AttachmentUnauthorized`] should the
     /// record belong to another owner, or the store's.
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>) -> Result<(), human_plus_core::Error> {
+    /// match human_plus.find("user:7", "conversation:42").await? {
+    ///     Some(attachment) if attachment.is_attached() => println!("call through {}", attachment.id()),
+    ///     Some(_) => println!("it ended: ask the person for a new link"),
+    ///     None => println!("no attachment yet: ask the person for the link"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn find<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -866,6 +914,14 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ///
     /// # Errors
     /// As [`HumanPlus::tools`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let discovery = human_plus.tools_with_timeout("conversation:42", attachment, Duration::from_secs(5)).await?;
+    /// # let _ = discovery;
+    /// # Ok(()) }
+    /// ```
     pub fn tools_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -891,6 +947,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ///
     /// # Errors
     /// As [`HumanPlus::changes_since`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let changes = human_plus
+    ///     .changes_since_with_timeout("conversation:42", attachment, Duration::from_secs(5))
+    ///     .await?;
+    /// println!("{}", changes.describe());
+    /// # Ok(()) }
+    /// ```
     pub fn changes_since_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -916,6 +982,15 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ///
     /// # Errors
     /// As [`HumanPlus::announce`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use human_plus_core::Activity;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let activity = Activity::new("editing").target("B4");
+    /// human_plus.announce_with_timeout("conversation:42", attachment, &activity, Duration::from_secs(2)).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn announce_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
