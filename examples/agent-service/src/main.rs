@@ -1,37 +1,4 @@
-//! # An agent backend on Human+ (an example)
-//!
-//! An axum service on tokio that lets an agent's conversations work on a
-//! page a person has open: a person hands over a share link, the service
-//! attaches the conversation to it, and the agent lists the page's tools,
-//! calls them and reads what changed. Any number of replicas run side by
-//! side on one Redis: any replica serves any conversation.
-//!
-//! | method and path | what it does | answers |
-//! |---|---|---|
-//! | `POST /conversations` `{"conversation", "link"}` | attaches the conversation to the page of the share link (verified: a wrong token or an ended session is refused here and leaves nothing behind); again with the same link, nothing is sent | 201 (or 200 when it was attached already): `{"conversation", "created", "attachment", "discovery"}` |
-//! | `GET /conversations/{conversation}` | the attachment, without its token | `AttachmentSummary` |
-//! | `GET /conversations/{conversation}/tools` | the page's tools this service admits | `Discovery` |
-//! | `POST /conversations/{conversation}/calls` `{"tool", "arguments", "timeout_ms"?}` | calls a tool, pinned to the revision the conversation last saw | `CallResult` (`text` is framed as untrusted data) |
-//! | `GET /conversations/{conversation}/changes` | what changed on the page since, and who did it | `SurfaceChanges` |
-//! | `DELETE /conversations/{conversation}` | detaches (the person's page stays open) | `AttachmentSummary` |
-//!
-//! The conversation id is the key of the attachment (`attach_as`): the
-//! service keeps no map of its own and opens no Redis connection of its
-//! own. The owner of every attachment is the tenant this deployment serves
-//! (`OWNER`); a service serving several tenants would take it from the
-//! authenticated caller instead.
-//!
-//! Errors answer `{"code", "message", "retryable", "outcome_unknown",
-//! "retry_after_ms"}` with the status [`errors::status_of`] gives: see the
-//! README's table. On SIGTERM or Ctrl-C the service gives its
-//! conversations back to the other replicas at once
-//! (`HumanPlus::shutdown`), stops accepting, and lets requests in flight
-//! finish within `SHUTDOWN_GRACE_MS`.
-//!
-//! Settings come from flags or the environment (`--redis-url URL` or
-//! `REDIS_URL`); `--help` lists them. The records' key comes from
-//! `HUMAN_PLUS_KEY` only, never a flag. The share link is read from the
-//! request body and never logged.
+#![doc = include_str!("../README.md")]
 
 mod errors;
 mod settings;

@@ -1,40 +1,4 @@
-//! # A queue worker on Human+ (an example)
-//!
-//! A blocking worker process: its threads take jobs from a Redis list
-//! (`BLPOP`, with a timeout so a thread notices it should stop), and each
-//! job makes one tool call on the page of its conversation, through one
-//! `human_plus_blocking::HumanPlus` the threads share, over the Redis
-//! attachment store. Any number of worker processes share the list and
-//! the store.
-//!
-//! A job is JSON:
-//!
-//! ```json
-//! {"id": "job-7", "conversation": "c-42", "link": "<the share link>",
-//!  "tool": "sheet_set_cell", "arguments": {"address": "B4", "value": "12"}}
-//! ```
-//!
-//! `link` attaches the conversation (`attach_as`, keyed by the
-//! conversation: idempotent, so every job of a conversation may carry it);
-//! without it the conversation must have been attached before
-//! (`find`). What happened goes to the `done` list (`QUEUE:done`):
-//! `{"id", "worker", "ok", "code", "message", "ms"}`.
-//!
-//! - A job another worker's conversation lock held up (`attachment_busy`,
-//!   nothing was sent) goes back for later: into a sorted set
-//!   (`QUEUE:later`) due after the answer's `retry_after`, moved back onto
-//!   the list when due. So does any other error after which the same call
-//!   is safe (`is_retryable`), up to 5 times. The thread takes the next
-//!   job meanwhile.
-//! - A call whose outcome is unknown (`outcome_unknown`: sent, no answer)
-//!   is never repeated: it is reported, and the next turn reads first.
-//! - SIGTERM or Ctrl-C: every thread finishes the job in its hands and
-//!   takes no more; then `shutdown()` gives every lock back, and the
-//!   process exits 0.
-//!
-//! Settings come from flags or the environment (`--redis-url URL` or
-//! `REDIS_URL`); `--help` lists them. The records' key comes from
-//! `HUMAN_PLUS_KEY` only. The share link is never logged.
+#![doc = include_str!("../README.md")]
 
 mod settings;
 
