@@ -82,7 +82,7 @@ pub mod exports {
         LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, Participant,
         Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard, SurfaceAttachment,
         SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceTool, ToolClaims,
-        ToolDefinition, TransportConfig, TrustPolicy, WhatChanged, Withheld,
+        ToolDefinition, TransportConfig, TrustPolicy, WhatChanged, Withheld, keyed_attachment_id,
     };
     pub use human_plus_store::{
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,

@@ -1,0 +1,241 @@
+#![doc = include_str!("../README.md")]
+
+mod errors;
+mod settings;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use human_plus_tokio::{
+    AsyncRedisAttachmentStore, AttachmentSummary, CallResult, Discovery, Error, HumanPlus,
+    LinkOptions, Participant, RedisConfig, SurfaceChanges, SurfaceInvitation,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::errors::ApiError;
+use crate::settings::Settings;
+
+/// What every handler shares: cheap to clone.
+#[derive(Clone)]
+struct App {
+    human_plus: HumanPlus<AsyncRedisAttachmentStore>,
+    owner: String,
+    links: LinkOptions,
+    /// True once the shutdown grace is over: requests still running end.
+    stopped: watch::Receiver<bool>,
+}
+
+impl App {
+    /// Runs `op`, or ends it when the shutdown grace runs out (`acts`: it
+    /// may have acted on the page by then).
+    async fn run<T>(
+        &self,
+        acts: bool,
+        op: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, ApiError> {
+        let mut stopped = self.stopped.clone();
+        tokio::select! {
+            done = op => done.map_err(ApiError::from),
+            _ = stopped.wait_for(|stopped| *stopped) => Err(ApiError::Stopped { acts }),
+        }
+    }
+
+    /// The attachment id of `conversation`: its key's record, found in the
+    /// store (no network); `attachment_missing` (404) when never attached.
+    async fn id_of(&self, conversation: &str) -> Result<String, ApiError> {
+        let found = self.human_plus.find(&self.owner, conversation).await?;
+        Ok(found.ok_or(Error::AttachmentMissing)?.id().to_owned())
+    }
+}
+
+/// `POST /conversations`.
+#[derive(Deserialize)]
+struct AttachBody {
+    conversation: String,
+    link: String,
+}
+
+/// `POST /conversations/{conversation}/calls`.
+#[derive(Deserialize)]
+struct CallBody {
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    timeout_ms: Option<u64>,
+}
+
+async fn attach(
+    State(app): State<App>,
+    Json(body): Json<AttachBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let invitation = SurfaceInvitation::from_link(&body.link, &app.links)?;
+    let participant = Participant::new("agent-service", "Assistant", "#7c3aed");
+    let attaching =
+        app.human_plus
+            .attach_as(&app.owner, &body.conversation, invitation, participant);
+    let attached = app.run(false, attaching).await?;
+    let status = if attached.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let answer = json!({
+        "conversation": body.conversation,
+        "created": attached.created,
+        "attachment": attached.attachment.summary(),
+        "discovery": attached.discovery,
+    });
+    Ok((status, Json(answer)))
+}
+
+async fn status(
+    State(app): State<App>,
+    Path(conversation): Path<String>,
+) -> Result<Json<AttachmentSummary>, ApiError> {
+    let found = app.human_plus.find(&app.owner, &conversation).await?;
+    Ok(Json(found.ok_or(Error::AttachmentMissing)?.summary()))
+}
+
+async fn tools(
+    State(app): State<App>,
+    Path(conversation): Path<String>,
+) -> Result<Json<Discovery>, ApiError> {
+    let id = app.id_of(&conversation).await?;
+    Ok(Json(
+        app.run(false, app.human_plus.tools(&app.owner, &id))
+            .await?,
+    ))
+}
+
+async fn call(
+    State(app): State<App>,
+    Path(conversation): Path<String>,
+    Json(body): Json<CallBody>,
+) -> Result<Json<CallResult>, ApiError> {
+    let id = app.id_of(&conversation).await?;
+    let (owner, tool, arguments) = (&app.owner, &body.tool, body.arguments);
+    let result = match body.timeout_ms {
+        Some(ms) => {
+            let bound = Duration::from_millis(ms);
+            let calling = app
+                .human_plus
+                .call_with_timeout(owner, &id, tool, arguments, bound);
+            app.run(true, calling).await?
+        }
+        None => {
+            let calling = app.human_plus.call(owner, &id, tool, arguments);
+            app.run(true, calling).await?
+        }
+    };
+    Ok(Json(result))
+}
+
+async fn changes(
+    State(app): State<App>,
+    Path(conversation): Path<String>,
+) -> Result<Json<SurfaceChanges>, ApiError> {
+    let id = app.id_of(&conversation).await?;
+    let reading = app.human_plus.changes_since(&app.owner, &id);
+    Ok(Json(app.run(false, reading).await?))
+}
+
+async fn detach(
+    State(app): State<App>,
+    Path(conversation): Path<String>,
+) -> Result<Json<AttachmentSummary>, ApiError> {
+    let id = app.id_of(&conversation).await?;
+    let detached = app
+        .run(false, app.human_plus.detach(&app.owner, &id))
+        .await?;
+    Ok(Json(detached.summary()))
+}
+
+/// One log line per request: method, path, status, time. Never a body.
+async fn log_request(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let ms = started.elapsed().as_millis();
+    let status = response.status().as_u16();
+    tracing::info!(%method, path, status, ms, "request");
+    response
+}
+
+/// SIGTERM or Ctrl-C.
+async fn terminated() -> std::io::Result<()> {
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => Ok(()),
+        stopped = tokio::signal::ctrl_c() => stopped,
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    settings::init_tracing();
+    let settings = match Settings::read() {
+        Ok(settings) => settings,
+        Err(exit) => return exit,
+    };
+    match serve(settings).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let store_config = RedisConfig::new(settings.redis_url, settings.keyring);
+    let store = AsyncRedisAttachmentStore::connect(store_config).await?;
+    let human_plus = HumanPlus::builder(settings.manager).store(store).build()?;
+    let (stop, stopped) = watch::channel(false);
+    let app = App {
+        human_plus: human_plus.clone(),
+        owner: settings.owner,
+        links: settings.links,
+        stopped,
+    };
+    let routes = Router::new()
+        .route("/conversations", post(attach))
+        .route("/conversations/{conversation}", get(status).delete(detach))
+        .route("/conversations/{conversation}/tools", get(tools))
+        .route("/conversations/{conversation}/calls", post(call))
+        .route("/conversations/{conversation}/changes", get(changes))
+        .layer(middleware::from_fn(log_request))
+        .with_state(app);
+    let listener = tokio::net::TcpListener::bind(settings.listen).await?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    let grace = settings.grace;
+    let stopping = async move {
+        if let Err(e) = terminated().await {
+            tracing::error!("cannot wait for SIGTERM: {e}");
+        }
+        let asked = Instant::now();
+        // The other replicas can serve this one's conversations now.
+        human_plus.shutdown().await;
+        tracing::info!(
+            ms = asked.elapsed().as_millis(),
+            "stopping: conversations given back"
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            let _ = stop.send(true);
+        });
+    };
+    axum::serve(listener, routes)
+        .with_graceful_shutdown(stopping)
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
