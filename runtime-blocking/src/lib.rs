@@ -7,60 +7,126 @@
 //! 3, and the calling thread drives the sans-IO [`human_plus_core`], which
 //! owns every protocol rule.
 //!
+//! A worker gets **one link** from a person (the share link of the page
+//! they have open) with a job, attaches the job's conversation to it, and
+//! then calls the page's tools and reads what somebody else changed:
+//!
 //! ```no_run
 //! use human_plus_blocking::{
-//!     Activity, EgressPolicy, HumanPlus, ManagerConfig, Participant, SurfaceInvitation,
-//!     TrustPolicy,
+//!     EgressPolicy, Error, HumanPlus, LinkOptions, ManagerConfig, NO_PINS, Participant,
+//!     SurfaceInvitation, TrustPolicy,
 //! };
 //! use serde_json::json;
 //!
-//! # fn main() -> Result<(), human_plus_blocking::Error> {
-//! // Declare where the agent may connect and which tools it trusts.
-//! let config = ManagerConfig::new(
-//!     EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128"),
-//!     TrustPolicy::allowing(["sheet_get_cell", "sheet_set_cell", "changes_since"], [(
-//!         "sheet_set_cell",
-//!         "sha256:0f3c5e8a9d7b6a5c4e3f2a1b0c9d8e7f",
-//!     )]),
-//! );
-//! let human_plus = HumanPlus::new(config);
-//!
-//! // The invitation the person's page handed out (no network yet).
-//! let invitation = SurfaceInvitation::new(
-//!     "https://relay.fancy.example",
-//!     "demo_001",
-//!     "0123456789abcdef0123",
-//!     "sheet:one",
-//!     "Sheets",
-//! )?;
-//! let owner = "session:42";
-//! let attachment = human_plus.attach(
-//!     owner,
-//!     invitation,
-//!     Participant::new("agent-1", "Assistant", "#7c3aed"),
-//! )?;
-//!
-//! // Discover the tools local trust admits, read, and write pinned to
-//! // the revision the read returned.
-//! let discovery = human_plus.tools(owner, attachment.id())?;
-//! println!("{} tools admitted", discovery.tools.len());
-//! let read = human_plus.call(owner, attachment.id(), "sheet_get_cell", json!({"address": "B4"}))?;
-//! println!("{}", read.text);
-//! match human_plus.call(owner, attachment.id(), "sheet_set_cell", json!({"address": "B4", "value": "12"})) {
-//!     Ok(written) => println!("written at {:?}", written.revision),
-//!     // The person changed the sheet since the read: nothing was written.
-//!     Err(human_plus_blocking::Error::SurfaceChangedUnderYou(refusal)) => {
-//!         println!("{refusal}");
-//!         let changes = human_plus.changes_since(owner, attachment.id())?;
-//!         println!("defer to: {:?}", changes.defer_to());
-//!     }
-//!     Err(other) => return Err(other),
+//! /// The person handed over `link` for `conversation`: attach it, proven.
+//! fn attach(human_plus: &HumanPlus, conversation: &str, link: &str) -> Result<String, Error> {
+//!     let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+//!     let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+//!     // The page is asked for its tools before anything is kept: a wrong or
+//!     // ended link is an error now, for the person who can fix it.
+//!     let attached = human_plus.attach_verified(conversation, invitation, participant)?;
+//!     // Keep the id with the conversation (or attach_as and find, by a key of yours).
+//!     // Show or send on `attached.attachment.summary()`, never the attachment
+//!     // itself: its JSON is the store's record, relay token included.
+//!     Ok(attached.attachment.id().to_owned())
 //! }
-//! human_plus.announce(owner, attachment.id(), &Activity::new("editing").target("cell:B4"))?;
-//! human_plus.detach(owner, attachment.id())?;
+//!
+//! /// A job of the conversation: read, write, and what somebody else changed.
+//! fn job(human_plus: &HumanPlus, conversation: &str, attachment: &str) -> Result<(), Error> {
+//!     let cell = human_plus.call(conversation, attachment, "sheet_get_cell", json!({"address": "B4"}))?;
+//!     println!("{}", cell.text); // framed as untrusted data: what the model reads
+//!     match human_plus.call(conversation, attachment, "sheet_set_cell", json!({"address": "B4", "value": "12"})) {
+//!         Ok(written) => println!("{}", written.text),
+//!         // A person changed the sheet since the read: nothing was written, and
+//!         // the message tells the model what changed and to read again.
+//!         Err(Error::SurfaceChangedUnderYou(refusal)) => println!("{refusal}"),
+//!         Err(e) => return Err(e),
+//!     }
+//!     let changes = human_plus.changes_since(conversation, attachment)?;
+//!     for change in changes.defer_to() {
+//!         println!("a person changed {}: re-read it before touching it", change.handle());
+//!     }
+//!     Ok(())
+//! }
+//!
+//! fn main() -> Result<(), Error> {
+//!     // One manager per worker process, shared by its threads (clone it).
+//!     let config = ManagerConfig::new(
+//!         EgressPolicy::new(["app.example"]).egress_proxy("http://egress.internal:3128"),
+//!         TrustPolicy::allowing(["sheet_get_cell", "sheet_set_cell", "changes_since"], NO_PINS),
+//!     );
+//!     let human_plus = HumanPlus::new(config); // in-memory store: one process (see "Which store")
+//!     let link = "https://app.example/sheet#session=S1_abcd&token=0123456789abcdef0123456789abcdef";
+//!     let attachment = attach(&human_plus, "conversation:42", link)?;
+//!     job(&human_plus, "conversation:42", &attachment)
+//! }
+//! ```
+//!
+//! ## The API
+//!
+//! [`HumanPlus`] is the manager, over this crate's [`Blocking`] driver. Its
+//! methods are written once, in `human_plus_runtime`, and documented here
+//! on [`generic::BlockingHumanPlus`] (and listed on [`HumanPlus`]'s own page, under
+//! *Implementations*):
+//!
+//! - attaching: [`attach_verified`](generic::BlockingHumanPlus::attach_verified) (the page answers before
+//!   anything is kept), [`attach_as`](generic::BlockingHumanPlus::attach_as) and [`find`](generic::BlockingHumanPlus::find) (under a key of
+//!   yours, idempotently), [`attach`](generic::BlockingHumanPlus::attach) (nothing sent);
+//! - on the surface: [`tools`](generic::BlockingHumanPlus::tools), [`call`](generic::BlockingHumanPlus::call),
+//!   [`changes_since`](generic::BlockingHumanPlus::changes_since), [`announce`](generic::BlockingHumanPlus::announce), each also
+//!   bounded by a timeout of the call's own ([`tools_with_timeout`](generic::BlockingHumanPlus::tools_with_timeout),
+//!   [`call_with_timeout`](generic::BlockingHumanPlus::call_with_timeout),
+//!   [`changes_since_with_timeout`](generic::BlockingHumanPlus::changes_since_with_timeout),
+//!   [`announce_with_timeout`](generic::BlockingHumanPlus::announce_with_timeout));
+//! - known without the network: [`take_seen`](generic::BlockingHumanPlus::take_seen),
+//!   [`listing_current_for`](generic::BlockingHumanPlus::listing_current_for), [`status`](generic::BlockingHumanPlus::status),
+//!   [`conflict_detection`](generic::BlockingHumanPlus::conflict_detection);
+//! - the end: [`detach`](generic::BlockingHumanPlus::detach), [`shutdown`](generic::BlockingHumanPlus::shutdown);
+//! - making one: [`new`](generic::BlockingHumanPlus::new), [`builder`](generic::BlockingHumanPlus::builder).
+//!
+//! The builder's are on [`generic::HumanPlusBuilder`], the toolset's on
+//! [`generic::HumanPlusToolset`] and [`generic::ToolHandle`]. The manager is
+//! `Clone + Send + Sync`: one per process, shared by its threads.
+//!
+//! ## Which store
+//!
+//! | the workers run as | store | made with |
+//! |---|---|---|
+//! | one process (its threads share the manager) | [`InMemoryAttachmentStore`] (the default) | `HumanPlus::new(config)` |
+//! | several processes taking jobs from one queue | `RedisAttachmentStore` (feature `redis`): the same Redis and keyring in each | `HumanPlus::builder(config).store(store).build()?` |
+//!
+//! With Redis a job's attachment id, kept with its conversation, is usable
+//! by whichever worker takes the conversation's next job: the record (the
+//! revision above all) is in Redis, and an operation holds the
+//! conversation's lock there. The builder starts from the in-memory store
+//! and [`store`](generic::HumanPlusBuilder::store) replaces it, so the
+//! manager it builds is a `HumanPlus<RedisAttachmentStore>`:
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # fn worker(config: human_plus_blocking::ManagerConfig) -> Result<(), Box<dyn std::error::Error>> {
+//! use human_plus_blocking::{HumanPlus, Keyring, RedisAttachmentStore, RedisConfig};
+//!
+//! let keyring = Keyring::new("2026-11", Keyring::key_from_hex(&std::env::var("HUMAN_PLUS_KEY")?)?)?;
+//! let store = RedisAttachmentStore::open(RedisConfig::new("rediss://redis.internal:6380/", keyring))?;
+//! let human_plus: HumanPlus<RedisAttachmentStore> = HumanPlus::builder(config).store(store).build()?;
+//! # let _ = human_plus;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## What to send on
+//!
+//! What [`call`](generic::BlockingHumanPlus::call),
+//! [`tools`](generic::BlockingHumanPlus::tools),
+//! [`changes_since`](generic::BlockingHumanPlus::changes_since) and
+//! [`take_seen`](generic::BlockingHumanPlus::take_seen) return can be sent
+//! on as JSON ([`CallResult`] and [`Discovery`] are `Serialize`, with
+//! stable snake_case names; [`SurfaceChanges::to_json`]). A
+//! [`SurfaceAttachment`] (what `attach` and `status` return) is not: its
+//! own JSON is the store's record, relay token included, so never send it
+//! on or log it; [`SurfaceAttachment::summary`] gives the
+//! [`AttachmentSummary`], without the token.
 //!
 //! ## How requests run
 //!
@@ -75,7 +141,18 @@
 //! threads are pooled per manager: a thread whose request has ended waits
 //! up to 5 s for the next one, so a worker calling again and again reuses
 //! them instead of starting threads on every call. There is no cap: a
-//! request never waits for a thread.
+//! request never waits for a thread. Connections are kept and reused (one
+//! ureq agent per connection key: scheme, host, port, vetted address,
+//! egress proxy and auth), for a bounded time ([`TransportConfig::pool`]).
+//!
+//! In warm mode ([`TransportConfig::warm`], off by default) an attachment's
+//! receive leg stays open between operations (the SSE stream, or a poll
+//! parked on the relay), on a request thread of its own that keeps reading:
+//! what it delivers meanwhile (a person's activity, a change of the tools)
+//! is what the next operation, [`take_seen`](generic::BlockingHumanPlus::take_seen)
+//! and [`listing_current_for`](generic::BlockingHumanPlus::listing_current_for)
+//! read, as in the async runtimes. It costs that thread and one open
+//! connection per warm attachment for as long as the manager keeps it.
 //!
 //! The egress policy is enforced where the connection is made: the relay's
 //! host is resolved through the [`Resolve`] configured on the builder, the

@@ -72,7 +72,8 @@ pub use human_plus_store::InMemoryAttachmentStore;
 /// the core's types (the share link a person hands over read by
 /// [`SurfaceInvitation::from_link`](human_plus_core::SurfaceInvitation::from_link)
 /// with [`LinkOptions`](human_plus_core::LinkOptions); what operations
-/// return, each `Serialize`), the resolvers, the TLS roots, the in-memory
+/// return, each `Serialize`; an attachment's summary without the relay
+/// token), the resolvers, the TLS roots, the in-memory
 /// store and the default timeouts.
 pub mod exports {
     pub use human_plus_core::{
@@ -110,29 +111,46 @@ pub fn log_request(req: &human_plus_core::HttpRequest) {
 /// ([`BlockingHumanPlus`]). The names are type aliases: every method is
 /// written once, here.
 ///
+/// It also declares the runtime crate's module `generic`, an inline
+/// re-export of the generic types the aliases name. That is what puts
+/// every method, with its documentation and examples, in the runtime
+/// crate's own pages (`cargo doc --no-deps`, as docs.rs builds it): a page
+/// per type, in plain HTML, found by the crate's search, and the alias
+/// pages list the same methods. Without it, rustdoc shows another crate's
+/// impls on an alias page only through a script, without their intra-doc
+/// links, and gives them no page of the crate's and no entry in its
+/// search. `.ci/docs-api` checks the result.
+///
 /// ```ignore
 /// human_plus_runtime::manager_names!(async Tokio);
 /// ```
 #[macro_export]
 macro_rules! manager_names {
     (async $driver:ident) => {
-        $crate::manager_names!(@names $driver, $crate::HumanPlus<$driver, S>, "async");
+        $crate::manager_names!(@names $driver, $crate::HumanPlus<$driver, S>, "async", HumanPlus);
     };
     (blocking $driver:ident) => {
-        $crate::manager_names!(@names $driver, $crate::BlockingHumanPlus<$driver, S>, "blocking");
+        $crate::manager_names!(
+            @names $driver, $crate::BlockingHumanPlus<$driver, S>, "blocking", BlockingHumanPlus
+        );
     };
-    (@names $driver:ident, $manager:ty, $flavour:literal) => {
+    (@names $driver:ident, $manager:ty, $flavour:literal, $generic:ident) => {
         #[doc = concat!(
-            "The Human+ manager of this runtime: the ", $flavour, " manager of `human_plus_runtime` over the [`",
-            stringify!($driver), "`] driver. It attaches an agent to surfaces and runs its operations, ",
-            "holding the attachment store's lock for each. Cheap to clone (an `Arc` inside), `Send + Sync`. ",
-            "`S` is the attachment store (the in-memory store by default)."
+            "The Human+ manager of this runtime: [`generic::", stringify!($generic), "`] (the ",
+            $flavour, " manager) over the [`", stringify!($driver), "`] driver. It attaches an agent ",
+            "to surfaces and runs its operations, holding the attachment store's lock for each. ",
+            "Cheap to clone (an `Arc` inside), `Send + Sync`: one per process, shared.\n\n",
+            "Every method is documented on [`generic::", stringify!($generic), "`], and listed below ",
+            "under *Implementations*. `S` is the attachment store: the in-memory store by default ",
+            "(one process), or a Redis store shared by several processes or replicas, chosen with ",
+            "[`HumanPlusBuilder::store`](generic::HumanPlusBuilder::store)."
         )]
         pub type HumanPlus<S = $crate::InMemoryAttachmentStore> = $manager;
 
         #[doc = concat!(
-            "Configures a [`HumanPlus`]: its store, TLS roots, resolver and timeouts (the builder of ",
-            "`human_plus_runtime` over the [`", stringify!($driver), "`] driver)."
+            "Configures a [`HumanPlus`]: its store, TLS roots, resolver and timeouts: ",
+            "[`generic::HumanPlusBuilder`] over the [`", stringify!($driver), "`] driver, ",
+            "where every method is documented (and listed below under *Implementations*)."
         )]
         pub type HumanPlusBuilder<S = $crate::InMemoryAttachmentStore> =
             $crate::HumanPlusBuilder<$driver, S>;
@@ -142,10 +160,30 @@ macro_rules! manager_names {
         /// [`HumanPlus::call`], so trust, pins, revisions, refusals and
         /// framing apply to every call. `requires_approval` comes only from
         /// the caller's list, never from the surface's annotations.
+        ///
+        /// [`generic::HumanPlusToolset`] over this runtime's manager, where
+        /// every method is documented (and listed below under
+        /// *Implementations*).
         pub type HumanPlusToolset<S = $crate::InMemoryAttachmentStore> =
             $crate::HumanPlusToolset<HumanPlus<S>>;
 
-        /// One admitted surface tool, callable through [`HumanPlus::call`].
+        /// One admitted surface tool, callable through [`HumanPlus::call`]:
+        /// [`generic::ToolHandle`] over this runtime's manager, where every
+        /// method is documented (and listed below under *Implementations*).
         pub type ToolHandle<S = $crate::InMemoryAttachmentStore> = $crate::ToolHandle<HumanPlus<S>>;
+
+        /// The generic types this crate's [`HumanPlus`], [`HumanPlusBuilder`],
+        /// [`HumanPlusToolset`] and [`ToolHandle`] are aliases of, with every
+        /// method and its documentation.
+        ///
+        /// They are written once, in `human_plus_runtime`, generic over the
+        /// runtime's driver `D` and the store `S`, and re-exported here so
+        /// that this crate's own documentation shows them. Use the aliases
+        /// at the crate's top level in code: they fix `D` to this runtime's
+        /// driver and default `S` to the in-memory store.
+        pub mod generic {
+            #[doc(inline)]
+            pub use $crate::{$generic, HumanPlusBuilder, HumanPlusToolset, ToolHandle};
+        }
     };
 }

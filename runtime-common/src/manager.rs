@@ -8,6 +8,35 @@
 //! the outcome hands back, store the changed record with a compare-and-set
 //! on the generation it was loaded at, settle the init cache, release the
 //! lock. Those decisions are made here and nowhere else.
+//!
+//! ## How the public methods are documented
+//!
+//! The runtime crates show these docs as their own (each re-exports the
+//! generic types inline, in its module `generic`, and its `HumanPlus`
+//! alias page lists the same methods), so a reader of `human_plus_tokio`
+//! reads exactly what is written here. Every public method says what it
+//! does, what it costs (network or not, the lock), its errors under
+//! `# Errors`, and has an example that compiles as this crate's doc test.
+//! What a reader sees of an example is runtime-neutral; the setup is in
+//! hidden lines (`# `):
+//!
+//! - A method of a manager: the example is a hidden generic function,
+//!   `# async fn example<D: human_plus_runtime::Driver>(human_plus:
+//!   &human_plus_runtime::HumanPlus<D>, attachment: &str) ->
+//!   Result<(), human_plus_core::Error> {` (one line), the visible calls
+//!   (`human_plus.call("conversation:42", attachment, "sheet_get_cell",
+//!   json!({"address": "B4"})).await?`), then `# Ok(()) }`. It is marked
+//!   `no_run`: it would need a relay.
+//! - A constructor or a builder method needs a concrete driver: two hidden
+//!   lines declare `Rt`, a driver that sends nothing, and `type HumanPlus =
+//!   human_plus_runtime::HumanPlus<Rt>;`. Such an example runs (nothing is
+//!   sent).
+//! - What a reader would write comes from hidden `use human_plus_core::…`
+//!   lines (every runtime crate re-exports those names at its top level),
+//!   never from a visible crate path; an owner is a string such as
+//!   `"conversation:42"`.
+//! - The blocking manager's methods (`blocking.rs`) are written the same
+//!   way, without `.await`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -54,25 +83,80 @@ pub struct Attached {
     pub created: bool,
 }
 
-/// The Human+ manager of an async runtime: attaches an agent to surfaces
-/// and runs its operations, holding the attachment store's lock for each
-/// (its short lease renewed while the operation runs: see
-/// [`HumanPlusBuilder::lock_lease`]).
-///
-/// [`HumanPlus::shutdown`] gives back every lock its running operations
-/// hold and closes its kept legs and connections; it starts nothing more.
-/// A service calls it when it is told to stop (SIGTERM), so its
-/// conversations are free for the other replicas at once. Dropping the
-/// last handle closes what the manager keeps as far as a drop can (no
-/// operation can be running then).
+/// The Human+ manager of an async runtime: attaches an agent to the
+/// surfaces people hand it (a sheet, a graph, a canvas a person has open)
+/// and runs the agent's operations on them, through the relay.
 ///
 /// `human_plus_tokio::HumanPlus` and `human_plus_async_std::HumanPlus` are
-/// this type over their runtime's driver. Cheap to clone (an [`Arc`]
-/// inside); `Send + Sync`; every future it returns is `Send`.
+/// this type over their runtime's driver `D`; `S` is the attachment store.
+/// Make one per process and share it: it is cheap to clone (an [`Arc`]
+/// inside), `Send + Sync`, and every future it returns is `Send`. It keeps
+/// the kept connections, the warm legs and the renewal of the locks of
+/// every attachment it serves.
+///
+/// | to | call | network |
+/// |---|---|---|
+/// | attach the surface a person handed over (a share link, read by [`SurfaceInvitation::from_link`]), proven first | [`attach_verified`](HumanPlus::attach_verified) | yes: the tools are listed once |
+/// | … under a key of the caller's (a conversation id), idempotently, and find it again | [`attach_as`](HumanPlus::attach_as), [`find`](HumanPlus::find) | `attach_as`: yes, unless already attached |
+/// | attach without sending anything (a mistake in the link shows at the first operation) | [`attach`](HumanPlus::attach) | no |
+/// | list the tools local trust admits | [`tools`](HumanPlus::tools), [`tools_with_timeout`](HumanPlus::tools_with_timeout) | yes |
+/// | call one, pinned to the revision last seen | [`call`](HumanPlus::call), [`call_with_timeout`](HumanPlus::call_with_timeout) | yes |
+/// | learn what somebody else changed, and who | [`changes_since`](HumanPlus::changes_since), [`changes_since_with_timeout`](HumanPlus::changes_since_with_timeout) | yes |
+/// | tell the person what the agent is doing | [`announce`](HumanPlus::announce), [`announce_with_timeout`](HumanPlus::announce_with_timeout) | yes |
+/// | what the receive legs saw (a person active, the tools changed) | [`take_seen`](HumanPlus::take_seen), [`listing_current_for`](HumanPlus::listing_current_for) | no |
+/// | the attachment itself | [`status`](HumanPlus::status), [`conflict_detection`](HumanPlus::conflict_detection) | no |
+/// | leave the surface | [`detach`](HumanPlus::detach) | only with [`unregister_on_detach`](ManagerConfig::unregister_on_detach) |
+/// | stop cleanly (SIGTERM) | [`shutdown`](HumanPlus::shutdown) | no |
+///
+/// Every operation names the attachment's **owner** (the conversation, user
+/// or job it belongs to: any [`Owner`], such as the string
+/// `"conversation:42"`) and its **id** ([`SurfaceAttachment::id`]); an
+/// operation by another owner is refused. The id locates the record and is
+/// not a credential: a service keeps it with its conversation.
+///
+/// **Which store.** [`HumanPlus::new`] keeps attachments in memory, in this
+/// process only: right for one process. Several processes or replicas that
+/// serve the same conversations share a Redis store
+/// (`AsyncRedisAttachmentStore`, feature `redis` of `human-plus-tokio` and
+/// `human-plus-async-std`), given with
+/// `HumanPlus::builder(config).store(store).build()?`
+/// ([`HumanPlusBuilder::store`]).
+///
+/// Each networked operation holds the attachment's store lock while it
+/// runs, its short lease renewed meanwhile ([`HumanPlusBuilder::lock_lease`]);
+/// a lock another worker holds is answered [`Error::Busy`] after the lock
+/// wait. [`HumanPlus::shutdown`] gives back every lock its running
+/// operations hold and closes its kept legs and connections; it starts
+/// nothing more. Dropping the last handle closes what the manager keeps as
+/// far as a drop can (no operation can be running then).
 ///
 /// Each operation runs in a `human_plus.<operation>` tracing span
 /// (attachment id, tool, receive leg). The relay token never appears in a
 /// span, an event, an error or `Debug` output.
+///
+/// ```no_run
+/// # use human_plus_core::{Error, LinkOptions, Participant, SurfaceInvitation};
+/// # use serde_json::json;
+/// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+/// // The link the person handed over, for conversation 42:
+/// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+/// let owner = "conversation:42";
+/// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+/// let attachment = human_plus.attach(owner, invitation, participant).await?;
+/// let id = attachment.id(); // keep it with the conversation
+///
+/// let cell = human_plus.call(owner, id, "sheet_get_cell", json!({"address": "B4"})).await?;
+/// println!("{}", cell.text); // framed as untrusted data: what the model reads
+/// match human_plus.call(owner, id, "sheet_set_cell", json!({"address": "B4", "value": "12"})).await {
+///     Ok(written) => println!("{}", written.text),
+///     // A person changed the sheet since the read: nothing was written.
+///     Err(Error::SurfaceChangedUnderYou(refusal)) => println!("{refusal}"),
+///     Err(e) => return Err(e),
+/// }
+/// let changes = human_plus.changes_since(owner, id).await?;
+/// println!("{}", changes.describe());
+/// # Ok(()) }
+/// ```
 pub struct HumanPlus<D: Driver, S = InMemoryAttachmentStore> {
     inner: Arc<Inner<D, S>>,
 }
@@ -126,17 +210,51 @@ impl<D: Driver, S> fmt::Debug for HumanPlus<D, S> {
 
 impl<D: Driver> HumanPlus<D, InMemoryAttachmentStore> {
     /// A manager with an in-memory store, the webpki roots, the system
-    /// resolver and the default timeouts.
+    /// resolver and the default timeouts ([`HumanPlusBuilder::new`]'s).
+    ///
+    /// The in-memory store keeps attachments in this process only: right for one
+    /// process. Processes or replicas that share conversations give
+    /// [`HumanPlus::builder`] a Redis store instead. Make one manager per process
+    /// and clone it where it is needed.
     ///
     /// Should the TLS configuration fail to build (it does not with the
     /// bundled roots), every HTTPS request fails with a TLS transport error;
     /// use [`HumanPlus::builder`] to see such an error up front.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// let config = ManagerConfig::new(
+    ///     EgressPolicy::new(["relay.example"]).egress_proxy("http://egress.internal:3128"),
+    ///     TrustPolicy::allowing(["sheet_get_cell", "sheet_set_cell", "changes_since"], NO_PINS),
+    /// );
+    /// let human_plus = HumanPlus::new(config); // one per process: clone it to share
+    /// assert!(human_plus.store().is_empty());
+    /// ```
     #[must_use]
     pub fn new(config: ManagerConfig) -> Self {
         HumanPlus::from_parts(HumanPlusBuilder::new(config).parts())
     }
 
-    /// A builder starting from the defaults of [`HumanPlus::new`].
+    /// A builder starting from the defaults of [`HumanPlus::new`]: the store
+    /// ([`HumanPlusBuilder::store`], a Redis store for several processes or
+    /// replicas), TLS roots, resolver, connection timeout, lock lease and lock
+    /// wait. [`HumanPlusBuilder::build`] makes the manager.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::time::Duration;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config)
+    ///     .connect_timeout(Duration::from_secs(5))
+    ///     .lock_wait(Duration::from_millis(250)) // then attachment_busy: put the job back
+    ///     .build()?;
+    /// # assert!(human_plus.store().is_empty());
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn builder(config: ManagerConfig) -> HumanPlusBuilder<D> {
         HumanPlusBuilder::new(config)
@@ -144,9 +262,18 @@ impl<D: Driver> HumanPlus<D, InMemoryAttachmentStore> {
 }
 
 impl<D: Driver, S> HumanPlus<D, S> {
-    /// The manager made of `parts` (what [`Flavour::manager`] does for an
-    /// async runtime). Warm mode is turned off when the driver cannot keep
-    /// a stream between operations.
+    /// The manager made of `parts`: what [`HumanPlusBuilder::build`] does for an
+    /// async runtime (through [`Flavour::manager`]). A service uses
+    /// [`HumanPlus::new`] or [`HumanPlus::builder`]; this is for a runtime crate.
+    /// Warm mode is turned off when the driver cannot keep a stream between
+    /// operations ([`KeptStream::KEPT`]).
+    ///
+    /// ```no_run
+    /// # use human_plus_runtime::{HumanPlus, InMemoryAttachmentStore, Parts};
+    /// # fn example<D: human_plus_runtime::Driver>(parts: Parts<D, InMemoryAttachmentStore>) {
+    /// let human_plus = HumanPlus::from_parts(parts);
+    /// # let _: HumanPlus<D> = human_plus; }
+    /// ```
     #[must_use]
     pub fn from_parts(parts: Parts<D, S>) -> Self {
         let mut config = parts.config;
@@ -171,19 +298,43 @@ impl<D: Driver, S> HumanPlus<D, S> {
         }
     }
 
-    /// The manager's configuration.
+    /// The manager's configuration: the egress and trust policies, the transport
+    /// (timeouts, the receive leg, warm mode) and the result guard it was made
+    /// with.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>) {
+    /// let timeout = human_plus.config().transport.timeout; // each exchange's bound
+    /// println!("a call waits at most {timeout:?} for the page");
+    /// # }
+    /// ```
     #[must_use]
     pub fn config(&self) -> &ManagerConfig {
         &self.inner.config
     }
 
-    /// The attachment store.
+    /// The attachment store: the in-memory store unless the builder was given
+    /// another ([`HumanPlusBuilder::store`]).
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>) {
+    /// println!("{} attachments kept in this process", human_plus.store().len());
+    /// # }
+    /// ```
     #[must_use]
     pub fn store(&self) -> &S {
         &self.inner.store
     }
 
-    /// The runtime's driver.
+    /// The runtime's driver (`human_plus_tokio::Tokio`,
+    /// `human_plus_async_std::AsyncIo`): for a runtime's own use, never needed by
+    /// a service.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver + std::fmt::Debug>(human_plus: &human_plus_runtime::HumanPlus<D>) {
+    /// println!("{:?}", human_plus.driver());
+    /// # }
+    /// ```
     #[must_use]
     pub fn driver(&self) -> &D {
         &self.inner.driver
@@ -250,13 +401,40 @@ impl<T, F> Start<T> for F where
 }
 
 impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
-    /// Validates `invitation` against the egress policy, mints an
-    /// attachment for `participant`, owned by `owner`, and stores it. No
-    /// network.
+    /// Attaches the agent, as `participant`, to the surface `invitation` names,
+    /// for `owner`: checks the invitation's relay against the egress policy,
+    /// mints an attachment (a new id and client id, nothing learnt yet) and
+    /// stores it. **Nothing is sent**: a wrong token, an ended session or a
+    /// wrong relay path shows at the first operation (such as
+    /// [`HumanPlus::tools`]), and the record stays in the store until
+    /// [`HumanPlus::detach`] or the store's time to live.
+    /// [`HumanPlus::attach_verified`] proves the link first and keeps nothing
+    /// when it fails; [`HumanPlus::attach_as`] attaches under a key of the
+    /// caller's, idempotently.
+    ///
+    /// The invitation is what a person handed over: one link, read by
+    /// [`SurfaceInvitation::from_link`]. What `attach` returns is the store's
+    /// record, relay token included, and its own JSON (`serde`) is that record:
+    /// never send it on or log it. [`SurfaceAttachment::summary`] is what a
+    /// service may show or send on (`AttachmentSummary`, without the token); keep
+    /// [`SurfaceAttachment::id`] with the conversation.
     ///
     /// # Errors
-    /// [`Error::InvalidOwner`], [`Error::EgressRefused`],
-    /// [`Error::ShutDown`], or the store's.
+    /// [`Error::InvalidOwner`] for an empty owner; [`Error::EgressRefused`] when
+    /// the egress policy refuses the invitation's relay; [`Error::ShutDown`]
+    /// after [`HumanPlus::shutdown`]; the store's ([`Error::Store`]).
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, link: &str) -> Result<(), Box<dyn std::error::Error>> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// let attachment = human_plus.attach("conversation:42", invitation, participant).await?;
+    /// let id = attachment.id(); // what every operation names, with the owner
+    /// let shown = serde_json::to_string(&attachment.summary())?; // without the token
+    /// # let _ = (id, shown);
+    /// # Ok(()) }
+    /// ```
     pub fn attach<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -301,6 +479,24 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// [`Error::RelayPathNotFound`](human_plus_core::Error::RelayPathNotFound)
     /// for a share link's relay path that is wrong, a timeout when no page
     /// answers, undeclared trust).
+    ///
+    /// What a service calls when the person hands over a link: one round trip
+    /// set (`initialize`, `tools/list`) more than [`HumanPlus::attach`], and a
+    /// mistake in the link is told at once, to the person who can fix it.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// let attached = human_plus.attach_verified("conversation:42", invitation, participant).await?;
+    /// let id = attached.attachment.id(); // stored: the session answered
+    /// if let Some(discovery) = &attached.discovery {
+    ///     println!("{} tools admitted", discovery.tools.len());
+    /// }
+    /// # let _ = id;
+    /// # Ok(()) }
+    /// ```
     pub fn attach_verified<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -348,6 +544,21 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// # Errors
     /// As [`HumanPlus::attach_verified`], and [`Error::InvalidAttachment`]
     /// for an empty key or one over 256 bytes.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{LinkOptions, Participant, SurfaceInvitation};
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, link: &str) -> Result<(), human_plus_core::Error> {
+    /// let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+    /// let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+    /// // The same owner and key give the same attachment, on any replica.
+    /// let attached = human_plus.attach_as("user:7", "conversation:42", invitation, participant).await?;
+    /// if !attached.created {
+    ///     println!("already attached: nothing was sent");
+    /// }
+    /// let id = attached.attachment.id();
+    /// # let _ = id;
+    /// # Ok(()) }
+    /// ```
     pub fn attach_as<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -425,6 +636,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// [`Error::InvalidOwner`], [`Error::InvalidAttachment`] for an empty
     /// or over-long key, [`Error::AttachmentUnauthorized`] should the
     /// record belong to another owner, or the store's.
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>) -> Result<(), human_plus_core::Error> {
+    /// match human_plus.find("user:7", "conversation:42").await? {
+    ///     Some(attachment) if attachment.is_attached() => println!("call through {}", attachment.id()),
+    ///     Some(_) => println!("it ended: ask the person for a new link"),
+    ///     None => println!("no attachment yet: ask the person for the link"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn find<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -500,14 +721,41 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         })
     }
 
-    /// Initialises the MCP session if needed, lists the surface's tools and
-    /// admits them through the trust policy (reserved confirmation tools
-    /// are always withheld): the admitted ones, and what was withheld.
+    /// Lists the surface's tools and admits them through the trust policy: the
+    /// admitted ones (with their definitions and digests, the digest being what
+    /// a policy pins), and what was withheld and why. Reserved confirmation
+    /// tools (`confirm`, `approve`, ...) are always withheld. It initialises the
+    /// MCP session first when this process has not yet (one round trip more).
+    /// Holds the attachment's lock while it runs.
     ///
     /// # Errors
-    /// [`Error::ToolRefused`] for undeclared trust (nothing is sent) or a
-    /// pin mismatch; the attachment's, the relay's and the transport's
-    /// errors.
+    /// [`Error::ToolRefused`] when the trust policy declares nothing (nothing is
+    /// sent) or a pinned tool's definition changed; and, as every networked
+    /// operation, the attachment's ([`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`]
+    /// for another owner, [`Error::NotAttached`] once detached or ended); the
+    /// lock's ([`Error::Busy`]: another worker holds the conversation, nothing was
+    /// sent; [`Error::Timeout`] behind another operation of this manager); the
+    /// relay's ([`Error::SurfaceUnavailable`] when the person's page ended the
+    /// session, [`Error::AttachmentUnauthorized`] for a token the relay refuses,
+    /// [`Error::RelayPathNotFound`], [`Error::RelayFailed`], [`Error::Protocol`]);
+    /// the connection's ([`Error::EgressRefused`] for an address the egress policy
+    /// refuses, [`Error::Transport`], [`Error::ProxyAuthRequired`],
+    /// [`Error::Timeout`]); [`Error::ShutDown`] after [`HumanPlus::shutdown`]; the
+    /// store's ([`Error::Store`], [`Error::StoreConflict`] when another worker
+    /// wrote the record first). [`Error::is_retryable`] says which may simply be
+    /// tried again.
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let discovery = human_plus.tools("conversation:42", attachment).await?;
+    /// for tool in &discovery.tools {
+    ///     println!("{} {}", tool.name(), tool.digest());
+    /// }
+    /// for withheld in &discovery.withheld {
+    ///     println!("withheld {} ({})", withheld.name, withheld.code());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn tools<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -525,15 +773,59 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         )
     }
 
-    /// Calls `tool` with `arguments` (a JSON object, or null for `{}`),
-    /// pinned to the last revision seen; the result is framed as untrusted
-    /// data.
+    /// Calls `tool` with `arguments` (a JSON object, or null for `{}`), pinned
+    /// to the revision last seen, and returns its result framed as untrusted
+    /// data ([`CallResult::text`](human_plus_core::CallResult::text), what a model
+    /// reads) with the revision it carried, now stored for the next call. The
+    /// exchange is bounded by the configured
+    /// [`TransportConfig::timeout`](human_plus_core::TransportConfig::timeout)
+    /// ([`HumanPlus::call_with_timeout`] sets its own). Holds the attachment's
+    /// lock while it runs.
     ///
     /// # Errors
-    /// [`Error::SurfaceChangedUnderYou`] when the surface refused the pin
-    /// (nothing was applied; the message is written for the model to read);
-    /// [`Error::ToolRefused`], [`Error::ToolFailed`], the attachment's, the
-    /// relay's and the transport's errors.
+    /// [`Error::SurfaceChangedUnderYou`] when a person changed the surface since
+    /// the pinned revision: nothing was applied, and the message (written for
+    /// the model) says what changed and to read again; the next call is pinned
+    /// to the current revision. [`Error::CallTimeout`] or
+    /// [`Error::DeliveryUnknown`] when the call was sent and its answer never
+    /// came: it may have been applied ([`Error::outcome_unknown`]), so read
+    /// before trying again. [`Error::ToolRefused`] for a tool the trust policy
+    /// does not admit or the surface did not offer (nothing is sent);
+    /// [`Error::InvalidArguments`] for arguments that are not an object;
+    /// [`Error::ToolFailed`] and [`Error::SurfaceError`] when the tool or the
+    /// surface reported failure (framed); [`Error::ConflictDetectionUnavailable`]
+    /// under [`ManagerConfig::require_revision`]; and, as every networked
+    /// operation, the attachment's ([`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`]
+    /// for another owner, [`Error::NotAttached`] once detached or ended); the
+    /// lock's ([`Error::Busy`]: another worker holds the conversation, nothing was
+    /// sent; [`Error::Timeout`] behind another operation of this manager); the
+    /// relay's ([`Error::SurfaceUnavailable`] when the person's page ended the
+    /// session, [`Error::AttachmentUnauthorized`] for a token the relay refuses,
+    /// [`Error::RelayPathNotFound`], [`Error::RelayFailed`], [`Error::Protocol`]);
+    /// the connection's ([`Error::EgressRefused`] for an address the egress policy
+    /// refuses, [`Error::Transport`], [`Error::ProxyAuthRequired`],
+    /// [`Error::Timeout`]); [`Error::ShutDown`] after [`HumanPlus::shutdown`]; the
+    /// store's ([`Error::Store`], [`Error::StoreConflict`] when another worker
+    /// wrote the record first). [`Error::is_retryable`] says which may simply be
+    /// tried again.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::Error;
+    /// # use serde_json::json;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let owner = "conversation:42";
+    /// let cell = human_plus.call(owner, attachment, "sheet_get_cell", json!({"address": "B4"})).await?;
+    /// println!("{}", cell.text); // framed as untrusted data
+    /// match human_plus.call(owner, attachment, "sheet_set_cell", json!({"address": "B4", "value": "12"})).await {
+    ///     Ok(written) => println!("now at {:?}", written.revision),
+    ///     // The person edited the sheet since the read: nothing was written.
+    ///     Err(Error::SurfaceChangedUnderYou(refusal)) => println!("{refusal}"),
+    ///     // It may have been applied: read before deciding.
+    ///     Err(e) if e.outcome_unknown() => println!("{e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn call<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -566,13 +858,25 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// [`HumanPlus::call`], with the call's exchange bounded by `timeout`
     /// instead of the configured
     /// [`TransportConfig::timeout`](human_plus_core::TransportConfig::timeout):
-    /// what a server in front of Human+ uses when its client's request says
-    /// how long it will wait. A call that was posted and not answered in
-    /// time is reported as the core reports it (it may have been applied),
-    /// never as refused.
+    /// what a server in front of Human+ uses when its client's request says how
+    /// long it will wait. The wait for the attachment's lock counts against it
+    /// too. A call that was posted and not answered in time is reported as the
+    /// core reports it ([`Error::CallTimeout`]: it may have been applied), never
+    /// as refused.
     ///
     /// # Errors
     /// As [`HumanPlus::call`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde_json::json;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let cell = human_plus
+    ///     .call_with_timeout("conversation:42", attachment, "sheet_get_cell", json!({"address": "B4"}), Duration::from_secs(5))
+    ///     .await?;
+    /// println!("{}", cell.text);
+    /// # Ok(()) }
+    /// ```
     pub fn call_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -610,6 +914,14 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ///
     /// # Errors
     /// As [`HumanPlus::tools`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let discovery = human_plus.tools_with_timeout("conversation:42", attachment, Duration::from_secs(5)).await?;
+    /// # let _ = discovery;
+    /// # Ok(()) }
+    /// ```
     pub fn tools_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -635,6 +947,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ///
     /// # Errors
     /// As [`HumanPlus::changes_since`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let changes = human_plus
+    ///     .changes_since_with_timeout("conversation:42", attachment, Duration::from_secs(5))
+    ///     .await?;
+    /// println!("{}", changes.describe());
+    /// # Ok(()) }
+    /// ```
     pub fn changes_since_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -660,6 +982,15 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ///
     /// # Errors
     /// As [`HumanPlus::announce`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use human_plus_core::Activity;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let activity = Activity::new("editing").target("B4");
+    /// human_plus.announce_with_timeout("conversation:42", attachment, &activity, Duration::from_secs(2)).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn announce_with_timeout<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -689,20 +1020,35 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         bounded
     }
 
-    /// What the attachment's receive leg has shown since this was last
-    /// asked: a `notifications/tools/list_changed`, a person acting on the
-    /// surface (`notifications/agent_activity` with `source: "user"`). It
-    /// gathers what every operation's leg saw and, in warm mode, reads
-    /// what the kept leg delivered since the last operation (without
-    /// waiting). Taking it resets it. No network, no lock.
+    /// What the attachment's receive legs have shown since this was last
+    /// asked: a `notifications/tools/list_changed` (the surface's tools changed),
+    /// a person acting on the surface (`notifications/agent_activity` with
+    /// `source: "user"`). It gathers what every operation's leg saw and, in warm
+    /// mode ([`TransportConfig::warm`](human_plus_core::TransportConfig::warm),
+    /// kept in every runtime), what the kept leg delivered since the last
+    /// operation, without waiting. Taking it resets it. No network, no lock.
     ///
-    /// This is how a service tells its model "a person has been active on
-    /// this surface since your last read", and how the `human-plus mcp`
-    /// bridge learns that the surface's tools changed between calls.
+    /// This is how a service tells its model "a person has been active on this
+    /// surface since your last read", and how the `human-plus mcp` bridge learns
+    /// that the surface's tools changed between calls. What was seen is kept in
+    /// this manager (this process), not in the store.
     ///
     /// # Errors
-    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`], or
-    /// the store's.
+    /// [`Error::InvalidOwner`], [`Error::AttachmentMissing`],
+    /// [`Error::AttachmentUnauthorized`] for another owner, or the store's.
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let seen = human_plus.take_seen("conversation:42", attachment).await?;
+    /// if seen.person_active {
+    ///     println!("a person has been editing: read again before writing");
+    /// }
+    /// if seen.list_changed {
+    ///     let discovery = human_plus.tools("conversation:42", attachment).await?; // list again
+    /// #   let _ = discovery;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn take_seen<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -728,14 +1074,23 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// How much longer the admitted listing kept with the attachment's warm
     /// leg stays provably current (the listing rule of
     /// [`TransportConfig::listing_max_age`](human_plus_core::TransportConfig::listing_max_age)),
-    /// or `None` when the next [`HumanPlus::tools`] would list again (no
-    /// warm leg, a surface that did not declare `tools.listChanged`, a list
-    /// change seen, a gap, or the listing's age). What the kept leg
-    /// delivered since the last operation is read first. No network, no
-    /// lock.
+    /// or `None` when the next [`HumanPlus::tools`] would list again: no warm leg
+    /// (warm mode off, which is the default, or none kept yet), a surface that did
+    /// not declare `tools.listChanged`, a list change seen, a gap, or the
+    /// listing's age. Warm mode keeps a leg in every runtime. What the kept leg
+    /// delivered since the last operation is read first. No network, no lock.
     ///
     /// # Errors
     /// As [`HumanPlus::take_seen`].
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// match human_plus.listing_current_for("conversation:42", attachment).await? {
+    ///     Some(left) => println!("the tools listed last are current for {left:?} more"),
+    ///     None => println!("the next tools() lists again"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn listing_current_for<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -773,11 +1128,30 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         Some(f(leg))
     }
 
-    /// Asks the surface's change feed what changed since the last revision
-    /// seen, and by whom.
+    /// Asks the surface's change feed what changed since the revision the agent
+    /// last saw, and by whom: the changes (each with its handle, its kind and
+    /// who made it), the current revision, and whether the answer is complete.
+    /// What a person changed deserves deference
+    /// ([`SurfaceChanges::defer_to`](human_plus_core::SurfaceChanges::defer_to)):
+    /// the model should read it again rather than write over it. A surface
+    /// without a feed answers [`SurfaceChanges::unavailable`](human_plus_core::SurfaceChanges::unavailable),
+    /// which is not evidence that nothing changed. The feed is called like any
+    /// tool (pinned, framed), so the trust policy must admit it (the demo
+    /// surface names it `changes_since`). Holds the attachment's lock while it
+    /// runs.
     ///
     /// # Errors
-    /// As [`HumanPlus::call`].
+    /// As [`HumanPlus::call`] (it is a call of the feed tool).
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let changes = human_plus.changes_since("conversation:42", attachment).await?;
+    /// for change in changes.defer_to() {
+    ///     println!("re-read {} before touching it", change.handle());
+    /// }
+    /// println!("{}", changes.describe()); // a sentence for the model
+    /// # Ok(()) }
+    /// ```
     pub fn changes_since<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -796,10 +1170,35 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     }
 
     /// Tells the people on the surface what the agent is doing (a
-    /// `notifications/human-plus/activity` notification).
+    /// `notifications/human-plus/activity` notification: an action, a target
+    /// handle, a priority), so the page can show it. It waits for the relay's
+    /// answer to the POST, not for the surface. Holds the attachment's lock while
+    /// it runs.
     ///
     /// # Errors
-    /// The attachment's, the relay's and the transport's errors.
+    /// [`Error::DeliveryUnknown`] when the connection broke after the
+    /// notification was written; and, as every networked operation,
+    /// the attachment's ([`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`]
+    /// for another owner, [`Error::NotAttached`] once detached or ended); the
+    /// lock's ([`Error::Busy`]: another worker holds the conversation, nothing was
+    /// sent; [`Error::Timeout`] behind another operation of this manager); the
+    /// relay's ([`Error::SurfaceUnavailable`] when the person's page ended the
+    /// session, [`Error::AttachmentUnauthorized`] for a token the relay refuses,
+    /// [`Error::RelayPathNotFound`], [`Error::RelayFailed`], [`Error::Protocol`]);
+    /// the connection's ([`Error::EgressRefused`] for an address the egress policy
+    /// refuses, [`Error::Transport`], [`Error::ProxyAuthRequired`],
+    /// [`Error::Timeout`]); [`Error::ShutDown`] after [`HumanPlus::shutdown`]; the
+    /// store's ([`Error::Store`], [`Error::StoreConflict`] when another worker
+    /// wrote the record first). [`Error::is_retryable`] says which may simply be
+    /// tried again.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::{Activity, Priority};
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let activity = Activity::new("editing").target("B4").priority(Priority::Attention);
+    /// human_plus.announce("conversation:42", attachment, &activity).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn announce<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -819,12 +1218,24 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         )
     }
 
-    /// What has been observed of the surface's conflict detection. No
-    /// network, no lock.
+    /// What has been observed of the surface's conflict detection: not yet
+    /// observed, unavailable (it mints no revision: a concurrent edit would be
+    /// lost), minted (every call is pinned) or enforced (it refused a stale pin).
+    /// Read from the stored record. No network, no lock.
     ///
     /// # Errors
-    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`],
-    /// [`Error::NotAttached`], or the store's.
+    /// [`Error::InvalidOwner`], [`Error::AttachmentMissing`],
+    /// [`Error::AttachmentUnauthorized`] for another owner, [`Error::NotAttached`],
+    /// or the store's.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::ConflictDetection;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// if human_plus.conflict_detection("conversation:42", attachment).await? == ConflictDetection::Unavailable {
+    ///     println!("this surface cannot tell the agent about a person's concurrent edit");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn conflict_detection<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -839,11 +1250,27 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         }
     }
 
-    /// The attachment, in any state. No network, no lock.
+    /// The attachment's record, in any state (attached, detached, or ended by the
+    /// relay: `surface_unavailable`, `attachment_unauthorized`): the
+    /// state, the invitation, the revision the next call is pinned to, what has
+    /// been observed. Read from the store. No network, no lock.
+    ///
+    /// The record holds the relay token, and its own JSON is the store's
+    /// record: send on [`SurfaceAttachment::summary`] (`AttachmentSummary`, no
+    /// token), never the record.
     ///
     /// # Errors
-    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`], or
-    /// the store's.
+    /// [`Error::InvalidOwner`], [`Error::AttachmentMissing`],
+    /// [`Error::AttachmentUnauthorized`] for another owner, or the store's.
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let record = human_plus.status("conversation:42", attachment).await?;
+    /// println!("{:?}, pinned to {:?}", record.state(), record.revision());
+    /// let summary = record.summary(); // what may be shown or sent on
+    /// # let _ = summary;
+    /// # Ok(()) }
+    /// ```
     pub fn status<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -858,14 +1285,27 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         }
     }
 
-    /// Leaves the surface: the attachment becomes `detached`. The relay
-    /// session (the person's page) stays alive unless
-    /// [`ManagerConfig::unregister_on_detach`] is set.
+    /// Leaves the surface: the attachment becomes `detached` (the record is kept,
+    /// with its new state) and every later operation on it but
+    /// [`HumanPlus::status`] answers [`Error::NotAttached`]. The relay session
+    /// (the person's page) stays alive and nothing is sent, unless
+    /// [`ManagerConfig::unregister_on_detach`] is set: then it POSTs `unregister`
+    /// first, which on the Fancy relay ends the session for the page and every
+    /// other agent. Holds the attachment's lock while it runs.
     ///
     /// # Errors
-    /// [`Error::AttachmentMissing`], [`Error::AttachmentUnauthorized`],
-    /// [`Error::NotAttached`], the store's, and with `unregister_on_detach`
-    /// the relay's.
+    /// [`Error::InvalidOwner`], [`Error::AttachmentMissing`],
+    /// [`Error::AttachmentUnauthorized`], [`Error::NotAttached`] when it is
+    /// already detached or ended, [`Error::Busy`], [`Error::ShutDown`], the
+    /// store's, and with `unregister_on_detach` the relay's and the transport's.
+    ///
+    /// ```no_run
+    /// # use human_plus_core::AttachmentState;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let record = human_plus.detach("conversation:42", attachment).await?;
+    /// assert_eq!(record.state(), AttachmentState::Detached);
+    /// # Ok(()) }
+    /// ```
     pub fn detach<'s, O: Owner + ?Sized>(
         &'s self,
         owner: &O,
@@ -887,13 +1327,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// `attach`, answers [`Error::ShutDown`]); the store lock of every
     /// operation still running is given back now (awaiting the store), so
     /// another worker can serve those conversations at once; its kept legs
-    /// and connections are closed. An operation still running goes on to
-    /// its end without the lock: its record's write is fenced by the
-    /// generation (a worker that took the conversation over and wrote first
-    /// wins, and this one's write is refused as `store_conflict`). Calling
-    /// it again does nothing more.
+    /// and connections are closed. It does not wait for running operations: one
+    /// still running goes on to its end without the lock, and its record's
+    /// write is fenced by the generation (a worker that took the conversation
+    /// over and wrote first wins, and this one's write is refused as
+    /// `store_conflict`). Calling it again does nothing more. It cannot fail: a
+    /// lock it could not give back (the store unreachable) is logged and frees
+    /// when its lease runs out.
     ///
-    /// What a service calls when it is told to stop:
+    /// What a service calls when it is told to stop (SIGTERM: a rolling deploy,
+    /// a node drained), before it exits:
     ///
     /// ```no_run
     /// # async fn serve<D: human_plus_runtime::Driver, S: human_plus_store::AsyncAttachmentStore + 'static>(
@@ -1297,7 +1740,18 @@ impl<D: Driver> HumanPlusBuilder<D, InMemoryAttachmentStore> {
     /// A builder starting from an in-memory store, the webpki roots, the
     /// system resolver and the default timeouts
     /// ([`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_LEASE`],
-    /// [`DEFAULT_LOCK_WAIT`]).
+    /// [`DEFAULT_LOCK_WAIT`]). The same as [`HumanPlus::builder`] (or the
+    /// blocking manager's `builder`).
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use human_plus_runtime::HumanPlusBuilder;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlusBuilder::<Rt>::new(config).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn new(config: ManagerConfig) -> Self {
         HumanPlusBuilder {
@@ -1321,9 +1775,31 @@ fn tls_error(e: &rustls::Error) -> Error {
 }
 
 impl<D: Driver, S> HumanPlusBuilder<D, S> {
-    /// Uses `store` for attachment records: an async store
-    /// (`AsyncAttachmentStore`) for the async runtimes, a blocking one
-    /// (`AttachmentStore`) for the blocking runtime.
+    /// Uses `store` for attachment records, in place of the in-memory store: an
+    /// async store ([`AsyncAttachmentStore`]) for the async runtimes, a blocking
+    /// one (`AttachmentStore`) for the blocking runtime.
+    ///
+    /// Which store: the in-memory store keeps attachments in this process only,
+    /// right for one process. Several processes or replicas that serve the same
+    /// conversations share one Redis: `AsyncRedisAttachmentStore` (feature
+    /// `redis` of `human-plus-tokio` and of `human-plus-async-std`) or
+    /// `RedisAttachmentStore` (feature `redis` of `human-plus-blocking`), each
+    /// replica with its own manager over the same server and keyring. Any
+    /// replica can then serve any conversation: its record, the revision above
+    /// all, is in Redis, and an operation holds the conversation's lock there.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use human_plus_runtime::InMemoryAttachmentStore;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// # let store = InMemoryAttachmentStore::new();
+    /// // In a service of several replicas, `store` is the Redis store
+    /// // (AsyncRedisAttachmentStore::connect(RedisConfig::new(url, keyring)).await?).
+    /// let human_plus = HumanPlus::builder(config).store(store).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn store<S2>(self, store: S2) -> HumanPlusBuilder<D, S2> {
         HumanPlusBuilder {
@@ -1338,15 +1814,42 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
     }
 
     /// The certificate authorities trusted for the relay's TLS (default
-    /// [`TlsRoots::webpki`]).
+    /// [`TlsRoots::webpki`]): [`TlsRoots::only`] for a private CA alone, or
+    /// [`TlsRoots::with_root`] to add one to the web's.
+    ///
+    /// ```no_run
+    /// # use human_plus_runtime::TlsRoots;
+    /// # fn example(private_ca: rustls_pki_types::CertificateDer<'static>) -> Result<(), human_plus_core::Error> {
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config)
+    ///     .tls_roots(TlsRoots::webpki().with_root(private_ca))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn tls_roots(mut self, roots: TlsRoots) -> Self {
         self.roots = roots;
         self
     }
 
-    /// The resolver for relay host names (default: the system's). Its
-    /// answers are vetted by the egress policy either way.
+    /// The resolver for relay host names (default: the system's). Its answers
+    /// are vetted by the egress policy either way; [`StaticResolver`](crate::StaticResolver) pins names
+    /// to addresses (tests, a relay on a private network).
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::sync::Arc;
+    /// # use human_plus_runtime::StaticResolver;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let resolver = StaticResolver::new().with("relay.example", ["93.184.215.14".parse().unwrap()]);
+    /// let human_plus = HumanPlus::builder(config).resolver(Arc::new(resolver)).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn resolver(mut self, resolver: Arc<ResolverOf<D>>) -> Self {
         self.resolver = resolver;
@@ -1355,7 +1858,18 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
 
     /// The bound on each connection step: resolution, each TCP connection
     /// attempt, the proxy's CONNECT answer, the TLS handshake (default
-    /// 10 s). Every request is also bounded by its exchange's deadline.
+    /// 10 s, [`DEFAULT_CONNECT_TIMEOUT`]). Every request is also bounded by its
+    /// exchange's deadline.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::time::Duration;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config).connect_timeout(Duration::from_secs(3)).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
@@ -1368,6 +1882,16 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
     /// or is stopped stops renewing, and its conversations are free for the
     /// others within one lease. Shorter frees them sooner and costs a
     /// renewal (one store round trip) more often during a long operation.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::time::Duration;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config).lock_lease(Duration::from_secs(3)).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn lock_lease(mut self, lease: Duration) -> Self {
         self.lock_lease = lease;
@@ -1379,16 +1903,40 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
     /// never longer than the operation's own timeout). A queue worker that
     /// would rather put the job back than hold a thread sets it short and
     /// re-schedules after [`Error::retry_after`].
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::time::Duration;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config).lock_wait(Duration::from_millis(250)).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     #[must_use]
     pub fn lock_wait(mut self, wait: Duration) -> Self {
         self.lock_wait = wait;
         self
     }
 
-    /// Builds the runtime's manager, and its rustls configuration once.
+    /// Builds the runtime's manager, and its rustls configuration once: a
+    /// [`HumanPlus`] for an async runtime's driver, a
+    /// [`BlockingHumanPlus`](crate::BlockingHumanPlus) for the blocking
+    /// runtime's (which is what `human_plus_tokio::HumanPlus` and the others
+    /// name).
     ///
     /// # Errors
     /// [`Error::Transport`] of kind TLS when a root cannot be used.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config).build()?;
+    /// assert!(human_plus.store().is_empty());
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
     pub fn build(self) -> Result<ManagerOf<D, S>, Error> {
         let tls = client_config(&self.roots).map_err(|e| tls_error(&e))?;
         Ok(D::Flavour::manager(self.parts_with(Ok(tls))))

@@ -36,6 +36,13 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> ToolHandle<HumanPlus<D, S>> {
     /// # Errors
     /// [`Error::Protocol`] if the name were empty (a listed tool's
     /// never is).
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(tool: human_plus_runtime::ToolHandle<human_plus_runtime::HumanPlus<D>>) -> Result<(), human_plus_core::Error> {
+    /// let dynamic = tool.into_rig_tool()?; // register it with a rig agent
+    /// # let _ = dynamic;
+    /// # Ok(()) }
+    /// ```
     pub fn into_rig_tool(self) -> Result<DynamicTool, Error> {
         self.rig_tool(None)
     }
@@ -47,6 +54,17 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> ToolHandle<HumanPlus<D, S>> {
     ///
     /// # Errors
     /// As [`ToolHandle::into_rig_tool`].
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn example<D: human_plus_runtime::Driver>(tool: human_plus_runtime::ToolHandle<human_plus_runtime::HumanPlus<D>>) -> Result<(), human_plus_core::Error> {
+    /// let dynamic = tool.into_rig_tool_with_approval(Arc::new(|tool, arguments| {
+    ///     println!("allow {} with {arguments}?", tool.name);
+    ///     false // ask the person; declined here
+    /// }))?;
+    /// # let _ = dynamic;
+    /// # Ok(()) }
+    /// ```
     pub fn into_rig_tool_with_approval(self, approve: Approve) -> Result<DynamicTool, Error> {
         self.rig_tool(Some(approve))
     }

@@ -35,7 +35,17 @@ impl<M> fmt::Debug for HumanPlusToolset<M> {
 }
 
 impl<M: Clone> HumanPlusToolset<M> {
-    /// A toolset over `manager` (a cheap clone of it).
+    /// A toolset over `manager` (a cheap clone of it): the async manager
+    /// ([`HumanPlus`]) or the blocking one ([`BlockingHumanPlus`]).
+    ///
+    /// ```no_run
+    /// # use human_plus_runtime::HumanPlusToolset;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let toolset = HumanPlusToolset::new(human_plus);
+    /// let tools = toolset.for_attachment("conversation:42", attachment, &["sheet_set_cell"]).await?;
+    /// # let _ = tools;
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn new(manager: &M) -> Self {
         HumanPlusToolset {
@@ -66,13 +76,31 @@ impl<M: Clone> HumanPlusToolset<M> {
 }
 
 impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlusToolset<HumanPlus<D, S>> {
-    /// Discovers the attachment's tools (trust and pins apply) and returns
-    /// a handle per admitted tool, in surface order. A tool named in
-    /// `approval_tools` (exact match) is marked as requiring approval.
+    /// Discovers the attachment's tools through [`HumanPlus::tools`] (so trust
+    /// and pins apply; one networked operation) and returns a handle per
+    /// admitted tool, in surface order. A tool named in `approval_tools` (exact
+    /// match) is marked as requiring approval: asking a person before calling
+    /// it is the caller's part.
     ///
     /// # Errors
     /// [`Error::InvalidOwner`], and everything [`HumanPlus::tools`]
     /// returns.
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # use human_plus_runtime::HumanPlusToolset;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let tools = HumanPlusToolset::new(human_plus)
+    ///     .for_attachment("conversation:42", attachment, &["sheet_set_cell"])
+    ///     .await?;
+    /// for tool in &tools {
+    ///     println!("{} approval={} {}", tool.name(), tool.requires_approval(), tool.tool().digest);
+    /// }
+    /// if let Some(read) = tools.iter().find(|t| t.name() == "sheet_get_cell") {
+    ///     println!("{}", read.call(json!({"address": "B4"})).await?.text);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn for_attachment<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -86,13 +114,26 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlusToolset<HumanPlus<D,
 }
 
 impl<D: Driver, S: AttachmentStore + 'static> HumanPlusToolset<BlockingHumanPlus<D, S>> {
-    /// Discovers the attachment's tools (trust and pins apply) and returns
-    /// a handle per admitted tool, in surface order. A tool named in
-    /// `approval_tools` (exact match) is marked as requiring approval.
+    /// Discovers the attachment's tools through [`BlockingHumanPlus::tools`]
+    /// (so trust and pins apply; one networked operation, on the calling
+    /// thread) and returns a handle per admitted tool, in surface order. A tool
+    /// named in `approval_tools` (exact match) is marked as requiring approval:
+    /// asking a person before calling it is the caller's part.
     ///
     /// # Errors
     /// [`Error::InvalidOwner`], and everything
     /// [`BlockingHumanPlus::tools`] returns.
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # use human_plus_runtime::HumanPlusToolset;
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let tools = HumanPlusToolset::new(human_plus).for_attachment("job:7", attachment, &["sheet_set_cell"])?;
+    /// if let Some(read) = tools.iter().find(|t| t.name() == "sheet_get_cell") {
+    ///     println!("{}", read.call(json!({"address": "B4"}))?.text);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn for_attachment<O: Owner + ?Sized>(
         &self,
         owner: &O,
@@ -125,25 +166,56 @@ impl<M> fmt::Debug for ToolHandle<M> {
 }
 
 impl<M> ToolHandle<M> {
-    /// The tool's descriptor.
+    /// The tool's descriptor: name, description, parameters, required ones,
+    /// the input schema, its digest and whether it requires approval (what a
+    /// model's tool list is built from).
+    ///
+    /// ```no_run
+    /// # fn example<M>(tool: &human_plus_runtime::ToolHandle<M>) {
+    /// let schema = &tool.tool().input_schema; // for the model's tool definition
+    /// println!("{}: {} {schema}", tool.name(), tool.tool().description);
+    /// # }
+    /// ```
     #[must_use]
     pub fn tool(&self) -> &SurfaceTool {
         &self.tool
     }
 
-    /// The tool's name.
+    /// The tool's name, as the surface lists it.
+    ///
+    /// ```no_run
+    /// # fn example<M>(tool: &human_plus_runtime::ToolHandle<M>) {
+    /// println!("{}", tool.name());
+    /// # }
+    /// ```
     #[must_use]
     pub fn name(&self) -> &str {
         &self.tool.name
     }
 
-    /// Whether the caller listed this tool as needing a person's approval.
+    /// Whether the caller listed this tool as needing a person's approval
+    /// (`approval_tools` of `for_attachment`); never taken from the surface's
+    /// annotations.
+    ///
+    /// ```no_run
+    /// # fn example<M>(tool: &human_plus_runtime::ToolHandle<M>) {
+    /// if tool.requires_approval() {
+    ///     println!("ask the person before calling {}", tool.name());
+    /// }
+    /// # }
+    /// ```
     #[must_use]
     pub fn requires_approval(&self) -> bool {
         self.tool.requires_approval
     }
 
     /// The attachment the tool belongs to.
+    ///
+    /// ```no_run
+    /// # fn example<M>(tool: &human_plus_runtime::ToolHandle<M>) {
+    /// println!("{} on attachment {}", tool.name(), tool.attachment());
+    /// # }
+    /// ```
     #[must_use]
     pub fn attachment(&self) -> &str {
         &self.attachment
@@ -152,12 +224,21 @@ impl<M> ToolHandle<M> {
 
 impl<D: Driver, S: AsyncAttachmentStore + 'static> ToolHandle<HumanPlus<D, S>> {
     /// Calls the tool through [`HumanPlus::call`] with `arguments` (a JSON
-    /// object, or null for `{}`): pinned to the last revision seen, the
-    /// result framed as untrusted data.
+    /// object, or null for `{}`), for the owner and attachment the handle was
+    /// made for: pinned to the last revision seen, the result framed as
+    /// untrusted data.
     ///
     /// # Errors
     /// As [`HumanPlus::call`]; [`Error::SurfaceChangedUnderYou`]'s message
     /// is written for the model to read.
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # async fn example<D: human_plus_runtime::Driver>(tool: &human_plus_runtime::ToolHandle<human_plus_runtime::HumanPlus<D>>) -> Result<(), human_plus_core::Error> {
+    /// let result = tool.call(json!({"address": "B4"})).await?;
+    /// println!("{}", result.text);
+    /// # Ok(()) }
+    /// ```
     pub async fn call(&self, arguments: Value) -> Result<CallResult, Error> {
         self.manager
             .call(
@@ -172,12 +253,21 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> ToolHandle<HumanPlus<D, S>> {
 
 impl<D: Driver, S: AttachmentStore + 'static> ToolHandle<BlockingHumanPlus<D, S>> {
     /// Calls the tool through [`BlockingHumanPlus::call`] with `arguments`
-    /// (a JSON object, or null for `{}`): pinned to the last revision seen,
-    /// the result framed as untrusted data.
+    /// (a JSON object, or null for `{}`), for the owner and attachment the
+    /// handle was made for: pinned to the last revision seen, the result framed
+    /// as untrusted data.
     ///
     /// # Errors
     /// As [`BlockingHumanPlus::call`]; [`Error::SurfaceChangedUnderYou`]'s
     /// message is written for the model to read.
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # fn example<D: human_plus_runtime::Driver>(tool: &human_plus_runtime::ToolHandle<human_plus_runtime::BlockingHumanPlus<D>>) -> Result<(), human_plus_core::Error> {
+    /// let result = tool.call(json!({"address": "B4"}))?;
+    /// println!("{}", result.text);
+    /// # Ok(()) }
+    /// ```
     pub fn call(&self, arguments: Value) -> Result<CallResult, Error> {
         self.manager.call(
             self.owner.as_str(),

@@ -8,77 +8,146 @@
 //! TLS, HTTP/1.1 (redirects never followed), the clock, randomness and the
 //! attachment store's I/O.
 //!
+//! A service receives **one link** from a person (the share link of the
+//! page they have open), attaches a conversation to it, and then calls the
+//! page's tools and reads what somebody else changed:
+//!
 //! ```no_run
 //! use human_plus_tokio::{
-//!     Activity, EgressPolicy, HumanPlus, ManagerConfig, NO_PINS, Participant, Priority,
+//!     EgressPolicy, Error, HumanPlus, LinkOptions, ManagerConfig, NO_PINS, Participant,
 //!     SurfaceInvitation, TrustPolicy,
 //! };
 //! use serde_json::json;
 //!
-//! # async fn run() -> Result<(), human_plus_tokio::Error> {
-//! let config = ManagerConfig::new(
-//!     EgressPolicy::new(["relay.fancy.example"]).egress_proxy("http://egress.internal:3128"),
-//!     TrustPolicy::allowing(["sheet_get_cell", "sheet_set_cell", "changes_since"], NO_PINS),
-//! );
-//! let human_plus = HumanPlus::new(config);
-//! let session = "conversation:42"; // the owner: only it can use the attachment
-//!
-//! let invitation = SurfaceInvitation::new(
-//!     "https://relay.fancy.example", "demo_001", "0123456789abcdef0123", "sheet:one", "sheets",
-//! )?;
-//! let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
-//! let attachment = human_plus.attach(session, invitation, participant).await?;
-//! let id = attachment.id();
-//!
-//! let discovery = human_plus.tools(session, id).await?;
-//! for tool in &discovery.tools {
-//!     println!("{} {}", tool.name(), tool.digest());
+//! /// The person handed over `link` for `conversation`: attach it, proven.
+//! async fn attach(human_plus: &HumanPlus, conversation: &str, link: &str) -> Result<String, Error> {
+//!     let invitation = SurfaceInvitation::from_link(link, &LinkOptions::default())?;
+//!     let participant = Participant::new("agent-1", "Assistant", "#7c3aed");
+//!     // The page is asked for its tools before anything is kept: a wrong or
+//!     // ended link is an error now, for the person who can fix it.
+//!     let attached = human_plus.attach_verified(conversation, invitation, participant).await?;
+//!     // Keep the id with the conversation (or attach_as and find, by a key of yours).
+//!     // Show or send on `attached.attachment.summary()`, never the attachment
+//!     // itself: its JSON is the store's record, relay token included.
+//!     Ok(attached.attachment.id().to_owned())
 //! }
-//! let cell = human_plus.call(session, id, "sheet_get_cell", json!({"address": "B4"})).await?;
-//! println!("{}", cell.text); // framed as untrusted data
 //!
-//! human_plus.announce(session, id, &Activity::new("editing").target("B4").priority(Priority::Attention)).await?;
-//! match human_plus.call(session, id, "sheet_set_cell", json!({"address": "B4", "value": "12"})).await {
-//!     Ok(done) => println!("{}", done.text),
-//!     Err(human_plus_tokio::Error::SurfaceChangedUnderYou(refusal)) => {
-//!         // A person changed the sheet: nothing was applied. Read what changed, defer.
-//!         println!("{refusal}");
-//!         let changes = human_plus.changes_since(session, id).await?;
-//!         println!("{}", changes.describe());
+//! /// One turn of the model: read, write, and what somebody else changed.
+//! async fn turn(human_plus: &HumanPlus, conversation: &str, attachment: &str) -> Result<(), Error> {
+//!     let cell = human_plus.call(conversation, attachment, "sheet_get_cell", json!({"address": "B4"})).await?;
+//!     println!("{}", cell.text); // framed as untrusted data: what the model reads
+//!     match human_plus.call(conversation, attachment, "sheet_set_cell", json!({"address": "B4", "value": "12"})).await {
+//!         Ok(written) => println!("{}", written.text),
+//!         // A person changed the sheet since the read: nothing was written, and
+//!         // the message tells the model what changed and to read again.
+//!         Err(Error::SurfaceChangedUnderYou(refusal)) => println!("{refusal}"),
+//!         Err(e) => return Err(e),
 //!     }
-//!     Err(other) => return Err(other),
+//!     let changes = human_plus.changes_since(conversation, attachment).await?;
+//!     for change in changes.defer_to() {
+//!         println!("a person changed {}: re-read it before touching it", change.handle());
+//!     }
+//!     Ok(())
 //! }
-//! human_plus.detach(session, id).await?;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Error> {
+//!     // One manager per process, shared by every request (clone it into handlers).
+//!     let config = ManagerConfig::new(
+//!         EgressPolicy::new(["app.example"]).egress_proxy("http://egress.internal:3128"),
+//!         TrustPolicy::allowing(["sheet_get_cell", "sheet_set_cell", "changes_since"], NO_PINS),
+//!     );
+//!     let human_plus = HumanPlus::new(config); // in-memory store: one process (see "Which store")
+//!     let link = "https://app.example/sheet#session=S1_abcd&token=0123456789abcdef0123456789abcdef";
+//!     let attachment = attach(&human_plus, "conversation:42", link).await?;
+//!     turn(&human_plus, "conversation:42", &attachment).await?;
+//!     human_plus.shutdown().await; // on SIGTERM: give the conversations back
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## The API
+//!
+//! [`HumanPlus`] is the manager, over this crate's [`Tokio`] driver. Its
+//! methods are written once, in `human_plus_runtime`, and documented here
+//! on [`generic::HumanPlus`] (and listed on [`HumanPlus`]'s own page, under
+//! *Implementations*):
+//!
+//! - attaching: [`attach_verified`](generic::HumanPlus::attach_verified) (the page answers before
+//!   anything is kept), [`attach_as`](generic::HumanPlus::attach_as) and [`find`](generic::HumanPlus::find) (under a key of
+//!   yours, idempotently), [`attach`](generic::HumanPlus::attach) (nothing sent);
+//! - on the surface: [`tools`](generic::HumanPlus::tools), [`call`](generic::HumanPlus::call),
+//!   [`changes_since`](generic::HumanPlus::changes_since), [`announce`](generic::HumanPlus::announce), each also
+//!   bounded by a timeout of the call's own ([`tools_with_timeout`](generic::HumanPlus::tools_with_timeout),
+//!   [`call_with_timeout`](generic::HumanPlus::call_with_timeout),
+//!   [`changes_since_with_timeout`](generic::HumanPlus::changes_since_with_timeout),
+//!   [`announce_with_timeout`](generic::HumanPlus::announce_with_timeout));
+//! - known without the network: [`take_seen`](generic::HumanPlus::take_seen),
+//!   [`listing_current_for`](generic::HumanPlus::listing_current_for), [`status`](generic::HumanPlus::status),
+//!   [`conflict_detection`](generic::HumanPlus::conflict_detection);
+//! - the end: [`detach`](generic::HumanPlus::detach), [`shutdown`](generic::HumanPlus::shutdown);
+//! - making one: [`new`](generic::HumanPlus::new), [`builder`](generic::HumanPlus::builder).
+//!
+//! The builder's are on [`generic::HumanPlusBuilder`], the toolset's on
+//! [`generic::HumanPlusToolset`] and [`generic::ToolHandle`]. Every future
+//! they return is `Send`, so it can be spawned on a multi-threaded runtime.
+//!
+//! ## Which store
+//!
+//! | the service runs as | store | made with |
+//! |---|---|---|
+//! | one process | [`InMemoryAttachmentStore`] (the default) | `HumanPlus::new(config)` |
+//! | several processes or replicas (a load balancer, a rolling deploy) | `AsyncRedisAttachmentStore` (feature `redis`): the same Redis and keyring in each | `HumanPlus::builder(config).store(store).build()?` |
+//!
+//! With Redis any replica serves any conversation: the record (the
+//! revision above all) is in Redis, and an operation holds the
+//! conversation's lock there. The builder starts from the in-memory store
+//! and [`store`](generic::HumanPlusBuilder::store) replaces it, so the
+//! manager it builds is a `HumanPlus<AsyncRedisAttachmentStore>`:
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # async fn replica(config: human_plus_tokio::ManagerConfig) -> Result<(), Box<dyn std::error::Error>> {
+//! use human_plus_tokio::{AsyncRedisAttachmentStore, HumanPlus, Keyring, RedisConfig};
+//!
+//! let keyring = Keyring::new("2026-11", Keyring::key_from_hex(&std::env::var("HUMAN_PLUS_KEY")?)?)?;
+//! let store = AsyncRedisAttachmentStore::connect(RedisConfig::new("rediss://redis.internal:6380/", keyring)).await?;
+//! let human_plus: HumanPlus<AsyncRedisAttachmentStore> = HumanPlus::builder(config).store(store).build()?;
+//! # let _ = human_plus;
 //! # Ok(())
-//! # }
-//! # fn main() {
-//! #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-//! #     let _ = rt.block_on(run());
 //! # }
 //! ```
 //!
-//! Tests and private relays configure the manager with
-//! [`HumanPlus::builder`]: a [`StaticResolver`], extra TLS roots
-//! ([`TlsRoots::only`]), another [`AsyncAttachmentStore`], timeouts.
+//! ## What to send on
 //!
-//! The manager itself — the flow of every operation, its builder, the
-//! toolset handles — is written once, in [`human_plus_runtime`], over this
-//! crate's [`Tokio`] driver; this crate holds only what is I/O.
+//! What [`call`](generic::HumanPlus::call), [`tools`](generic::HumanPlus::tools),
+//! [`changes_since`](generic::HumanPlus::changes_since) and
+//! [`take_seen`](generic::HumanPlus::take_seen) return can be sent on as
+//! JSON ([`CallResult`] and [`Discovery`] are `Serialize`, with stable
+//! snake_case names; [`SurfaceChanges::to_json`]). A [`SurfaceAttachment`]
+//! (what `attach` and `status` return) is not: its own JSON is the store's
+//! record, relay token included, so never send it on or log it;
+//! [`SurfaceAttachment::summary`] gives the [`AttachmentSummary`], without
+//! the token.
 //!
-//! How a request reaches the relay: the relay's host is resolved (or taken
-//! as the literal IP of the URL) and every address vetted by the egress
-//! policy; a refused answer fails the request before any socket opens. With
-//! an egress proxy configured, every request (the loopback development mode
-//! included) goes through the proxy's HTTP CONNECT tunnel, whose target is
-//! the vetted IP address, never the name; TLS (SNI and certificate check on
-//! the relay's host) runs inside the tunnel. Without one, the TCP connection
-//! goes straight to a vetted address. Each request opens its own connection
-//! for now.
+//! ## How a request reaches the relay
 //!
-//! Every operation's future is `Send`, so it can be spawned on a
-//! multi-threaded runtime. Each runs in a `human_plus.<operation>` tracing
-//! span (attachment id, tool, receive leg); requests are logged at debug
-//! level with the redacted URL. The relay token never appears in a span, an
+//! The relay's host is resolved (or taken as the literal IP of the URL) and
+//! every address vetted by the egress policy; a refused answer fails the
+//! request before any socket opens. With an egress proxy configured, every
+//! request (the loopback development mode included) goes through the
+//! proxy's HTTP CONNECT tunnel, whose target is the vetted IP address, never
+//! the name; TLS (SNI and certificate check on the relay's host) runs inside
+//! the tunnel. Without one, the TCP connection goes straight to a vetted
+//! address. Connections are kept and reused, only for the same scheme,
+//! host, port, vetted address, egress proxy and auth, and for a bounded
+//! time ([`TransportConfig::pool`]); in warm mode ([`TransportConfig::warm`])
+//! an attachment's receive leg stays open between operations, read by a
+//! task.
+//!
+//! Each operation runs in a `human_plus.<operation>` tracing span
+//! (attachment id, tool, receive leg); requests are logged at debug level
+//! with the redacted URL. The relay token never appears in a span, an
 //! event, an error or `Debug` output.
 //!
 //! ## From a share link
@@ -130,6 +199,10 @@
 //! ```
 //!
 //! ## Configuring
+//!
+//! Tests and private relays configure the manager with the builder
+//! ([`generic::HumanPlusBuilder`]): a [`StaticResolver`], extra TLS roots
+//! ([`TlsRoots::only`]), another [`AsyncAttachmentStore`], timeouts.
 //!
 //! ```
 //! use std::sync::Arc;

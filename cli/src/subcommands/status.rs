@@ -200,9 +200,9 @@ fn probe_args(name: &str, args: &StatusArgs) -> ConnectArgs {
 }
 
 /// Probes profile `name`: resolves it as every command does and runs the
-/// handshake the bridge also uses ([`handshake`]: a connection withholding
-/// a tool whose pin changed, opening it bounded by half the timeout, and
-/// the tools listed once).
+/// handshake the bridge also uses (`connecting::handshake`: a connection
+/// withholding a tool whose pin changed, opening it bounded by half the
+/// timeout, and the tools listed once).
 ///
 /// # Errors
 /// A failure before anything is sent: the profile cannot be read, its
