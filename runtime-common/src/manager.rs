@@ -761,16 +761,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         owner: &O,
         attachment: &str,
     ) -> impl Future<Output = Result<Discovery, Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
-        self.operate(
-            Op::Tools,
-            owner,
-            attachment,
-            "",
-            |record, owner, config, init, now| {
-                Operation::tools(record, owner, config, init, os_entropy(), now)
-            },
-        )
+        self.tools_within(OwnerKey::of(owner), attachment, None)
     }
 
     /// Calls `tool` with `arguments` (a JSON object, or null for `{}`), pinned
@@ -833,26 +824,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         tool: &str,
         arguments: serde_json::Value,
     ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
-        let name = tool.to_owned();
-        self.operate(
-            Op::Call,
-            owner,
-            attachment,
-            tool,
-            move |record, owner, config, init, now| {
-                Operation::call(
-                    record,
-                    owner,
-                    &name,
-                    arguments,
-                    config,
-                    init,
-                    os_entropy(),
-                    now,
-                )
-            },
-        )
+        self.call_within(OwnerKey::of(owner), attachment, tool, arguments, None)
     }
 
     /// [`HumanPlus::call`], with the call's exchange bounded by `timeout`
@@ -885,22 +857,38 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         arguments: serde_json::Value,
         timeout: Duration,
     ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
+        self.call_within(
+            OwnerKey::of(owner),
+            attachment,
+            tool,
+            arguments,
+            Some(timeout),
+        )
+    }
+
+    /// `call`, bounded by `timeout` when given.
+    fn call_within<'s>(
+        &'s self,
+        owner: Result<OwnerKey, Error>,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S> {
         let name = tool.to_owned();
-        let bounded = self.bounded(timeout);
-        self.operate_within(
+        self.operate(
             Op::Call,
             owner,
             attachment,
             tool,
             timeout,
-            move |record, owner, _config, init, now| {
+            move |record, owner, config, init, now| {
                 Operation::call(
                     record,
                     owner,
                     &name,
                     arguments,
-                    &bounded,
+                    config,
                     init,
                     os_entropy(),
                     now,
@@ -928,16 +916,24 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         attachment: &str,
         timeout: Duration,
     ) -> impl Future<Output = Result<Discovery, Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
-        let bounded = self.bounded(timeout);
-        self.operate_within(
+        self.tools_within(OwnerKey::of(owner), attachment, Some(timeout))
+    }
+
+    /// `tools`, bounded by `timeout` when given.
+    fn tools_within<'s>(
+        &'s self,
+        owner: Result<OwnerKey, Error>,
+        attachment: &str,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<Discovery, Error>> + Send + use<'s, D, S> {
+        self.operate(
             Op::Tools,
             owner,
             attachment,
             "",
             timeout,
-            move |record, owner, _config, init, now| {
-                Operation::tools(record, owner, &bounded, init, os_entropy(), now)
+            |record, owner, config, init, now| {
+                Operation::tools(record, owner, config, init, os_entropy(), now)
             },
         )
     }
@@ -963,16 +959,24 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         attachment: &str,
         timeout: Duration,
     ) -> impl Future<Output = Result<SurfaceChanges, Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
-        let bounded = self.bounded(timeout);
-        self.operate_within(
+        self.changes_within(OwnerKey::of(owner), attachment, Some(timeout))
+    }
+
+    /// `changes_since`, bounded by `timeout` when given.
+    fn changes_within<'s>(
+        &'s self,
+        owner: Result<OwnerKey, Error>,
+        attachment: &str,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<SurfaceChanges, Error>> + Send + use<'s, D, S> {
+        self.operate(
             Op::ChangesSince,
             owner,
             attachment,
             "",
             timeout,
-            move |record, owner, _config, init, now| {
-                Operation::changes_since(record, owner, &bounded, init, os_entropy(), now)
+            |record, owner, config, init, now| {
+                Operation::changes_since(record, owner, config, init, os_entropy(), now)
             },
         )
     }
@@ -998,26 +1002,28 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         activity: &Activity,
         timeout: Duration,
     ) -> impl Future<Output = Result<(), Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
+        self.announce_within(OwnerKey::of(owner), attachment, activity, Some(timeout))
+    }
+
+    /// `announce`, bounded by `timeout` when given.
+    fn announce_within<'s>(
+        &'s self,
+        owner: Result<OwnerKey, Error>,
+        attachment: &str,
+        activity: &Activity,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<(), Error>> + Send + use<'s, D, S> {
         let activity = activity.clone();
-        let bounded = self.bounded(timeout);
-        self.operate_within(
+        self.operate(
             Op::Announce,
             owner,
             attachment,
             "",
             timeout,
-            move |record, owner, _config, _init, now| {
-                Operation::announce(record, owner, &activity, &bounded, os_entropy(), now)
+            move |record, owner, config, _init, now| {
+                Operation::announce(record, owner, &activity, config, os_entropy(), now)
             },
         )
-    }
-
-    /// The manager's configuration with its exchange timeout replaced.
-    fn bounded(&self, timeout: Duration) -> ManagerConfig {
-        let mut bounded = self.inner.config.clone();
-        bounded.transport.timeout = timeout;
-        bounded
     }
 
     /// What the attachment's receive legs have shown since this was last
@@ -1157,16 +1163,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         owner: &O,
         attachment: &str,
     ) -> impl Future<Output = Result<SurfaceChanges, Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
-        self.operate(
-            Op::ChangesSince,
-            owner,
-            attachment,
-            "",
-            |record, owner, config, init, now| {
-                Operation::changes_since(record, owner, config, init, os_entropy(), now)
-            },
-        )
+        self.changes_within(OwnerKey::of(owner), attachment, None)
     }
 
     /// Tells the people on the surface what the agent is doing (a
@@ -1205,17 +1202,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         attachment: &str,
         activity: &Activity,
     ) -> impl Future<Output = Result<(), Error>> + Send + use<'s, D, S, O> {
-        let owner = OwnerKey::of(owner);
-        let activity = activity.clone();
-        self.operate(
-            Op::Announce,
-            owner,
-            attachment,
-            "",
-            move |record, owner, config, _init, now| {
-                Operation::announce(record, owner, &activity, config, os_entropy(), now)
-            },
-        )
+        self.announce_within(OwnerKey::of(owner), attachment, activity, None)
     }
 
     /// What has been observed of the surface's conflict detection: not yet
@@ -1317,6 +1304,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             owner,
             attachment,
             "",
+            None,
             |record, owner, config, _init, now| {
                 Operation::detach(record, owner, config, os_entropy(), now)
             },
@@ -1394,38 +1382,17 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
 
     /// A networked operation in its span: the owner is checked and
     /// undeclared trust refused before the store is touched (the core
-    /// checks both again when the operation is built).
+    /// checks both again when the operation is built). With a `timeout`,
+    /// the operation is built with that exchange timeout instead of the
+    /// configured one (the `*_with_timeout` forms), and the lock wait and
+    /// the exchanges together are promised to end within it.
     fn operate<'s, T, F>(
         &'s self,
         op: Op,
         owner: Result<OwnerKey, Error>,
         attachment: &str,
         tool: &str,
-        start: F,
-    ) -> impl Future<Output = Result<T, Error>> + Send + use<'s, D, S, T, F>
-    where
-        T: OperationOutput + Send + 's,
-        F: Start<T> + 's,
-    {
-        self.operate_within(
-            op,
-            owner,
-            attachment,
-            tool,
-            self.inner.config.transport.timeout,
-            start,
-        )
-    }
-
-    /// [`HumanPlus::operate`], for an operation promised `timeout` (its
-    /// exchange timeout).
-    fn operate_within<'s, T, F>(
-        &'s self,
-        op: Op,
-        owner: Result<OwnerKey, Error>,
-        attachment: &str,
-        tool: &str,
-        timeout: Duration,
+        timeout: Option<Duration>,
         start: F,
     ) -> impl Future<Output = Result<T, Error>> + Send + use<'s, D, S, T, F>
     where
@@ -1435,13 +1402,19 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         let span = op_span(op, attachment, tool, &self.inner.config.transport.leg);
         let id = attachment.to_owned();
         let needs_trust = matches!(op, Op::Tools | Op::Call | Op::ChangesSince);
+        let bounded = timeout.map(|timeout| {
+            let mut config = self.inner.config.clone();
+            config.transport.timeout = timeout;
+            config
+        });
         async move {
             let owner = owner?;
             self.refuse_if_shut_down()?;
             if needs_trust {
                 self.inner.config.trust.assert_declared()?;
             }
-            let result = self.locked(id, &owner, timeout, start).await;
+            let config = bounded.as_ref().unwrap_or(&self.inner.config);
+            let result = self.locked(id, &owner, config, start).await;
             if let Err(e) = &result {
                 tracing::debug!(code = e.code(), "operation failed");
             }
@@ -1460,11 +1433,11 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         &self,
         id: String,
         owner: &OwnerKey,
-        timeout: Duration,
+        config: &ManagerConfig,
         start: F,
     ) -> Result<T, Error> {
         let inner = &*self.inner;
-        let deadline = D::now() + timeout;
+        let deadline = D::now() + config.transport.timeout;
         let (guard, queued) = self.take_turn(&id, deadline).await?;
         let lock = Arc::new(Held::new(guard, inner.lock_lease));
         let held = Holding::new(&inner.holding, &id, &lock);
@@ -1478,7 +1451,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             // The operation reads the cache once, when it is built: no copy.
             let mut op = {
                 let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
-                start(record, owner, &inner.config, &cache, D::now())?
+                start(record, owner, config, &cache, D::now())?
             };
             if queued {
                 // It waited behind another operation of this manager: what
