@@ -24,7 +24,9 @@
 //! - a `tools/call` is pinned to exactly the stored revision;
 //! - the outcome's record generation only grows, and its CAS generation is
 //!   the loaded one;
-//! - a stale-pin error drops the stored revision and marks enforcement;
+//! - a stale-pin error keeps a pin once there was one (the current
+//!   revision the refusal or the feed named, else the refused pin) and
+//!   marks enforcement;
 //! - a call result's pin is the stored revision, its revision is stored;
 //! - `defer_to ⊆ changes`, handles unique, `nothing_changed` ⇒ answered ∧
 //!   complete ∧ no changes;
@@ -1065,17 +1067,33 @@ fn run(data: &[u8]) -> arbitrary::Result<()> {
                 };
                 assert!(attached);
                 let out = drive(&mut relay, op);
-                let stale = matches!(out.result, Err(Error::SurfaceChangedUnderYou(_)));
-                if stale {
-                    let rec = out.record.as_ref().expect("a stale pin changes the record");
-                    assert!(
-                        rec.revision().is_none(),
-                        "a stale-pin error drops the revision"
-                    );
-                    assert_eq!(rec.conflict_detection(), ConflictDetection::Enforced);
+                if let Err(Error::SurfaceChangedUnderYou(s)) = &out.result {
+                    // The repeat guard answers from the record: nothing was
+                    // sent and the record may be unchanged.
+                    let rec = out.record.as_ref().unwrap_or(&agent.record);
+                    if !s.was_repeat() {
+                        assert_eq!(rec.conflict_detection(), ConflictDetection::Enforced);
+                    }
+                    if pinned_before.is_some() {
+                        // Never silently undo the person: a refusal keeps a
+                        // pin (the current one it learnt, else the refused
+                        // one), so the next call cannot go out unpinned.
+                        assert!(rec.revision().is_some(), "a stale refusal keeps a pin");
+                    }
+                    match s.current() {
+                        Some(current) => assert_eq!(rec.revision(), Some(current)),
+                        None => assert_eq!(rec.revision(), pinned_before.as_ref()),
+                    }
                 }
                 if let Err(Error::SurfaceChangedUnderYou(s)) = &out.result {
-                    assert_eq!(s.pinned(), pinned_before.as_ref());
+                    if s.was_repeat() {
+                        // Refused here, never sent: no pin of its own; the
+                        // next pin is the one the record keeps.
+                        assert_eq!(s.pinned(), None);
+                        assert_eq!(s.current(), pinned_before.as_ref());
+                    } else {
+                        assert_eq!(s.pinned(), pinned_before.as_ref());
+                    }
                     assert_eq!(s.tool(), tool);
                 }
                 match agent.settle(out) {
