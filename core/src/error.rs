@@ -127,9 +127,10 @@ pub enum Error {
     /// A tool call (or another request that acts on the surface) was sent
     /// to the relay, and no answer came back before its deadline: the page
     /// may have applied it (late), or not — it may be closed or not
-    /// responding. It was **not** sent again. Its code is `timeout`, as for
-    /// [`Error::Timeout`]; unlike that one, [`Error::outcome_unknown`] is
-    /// true, and the message tells a model to re-read before deciding. The
+    /// responding. It was **not** sent again. Its code is `call_timeout`,
+    /// its own: [`Error::Timeout`] (`timeout`) means nothing that acts was
+    /// sent. [`Error::outcome_unknown`] is true, and the message tells a
+    /// model to re-read before deciding. The
     /// attachment stays pinned to the revision the call was pinned to, so a
     /// blind retry of a write the page applied late is refused.
     #[error("{}", .0.unanswered())]
@@ -159,10 +160,22 @@ pub enum Error {
     /// succeed. The message is written for a model to pass on.
     #[error("{0}")]
     Busy(Busy),
-    /// The manager was shut down (`shutdown()`, or a process stopping):
-    /// it starts nothing more. Nothing was sent.
-    #[error("This Human+ manager has been shut down; nothing was sent.")]
+    /// The manager is shutting down (`shutdown()`, or a process stopping):
+    /// it starts nothing more. Nothing was sent, so it is retryable: another
+    /// worker (another replica, another process) can serve the
+    /// conversation now or once this one's operations in flight ended.
+    #[error(
+        "This Human+ worker is shutting down; nothing was sent. Another worker can serve this conversation: try again."
+    )]
     ShutDown,
+    /// Something that acts on the surface was applied, or may have been (a
+    /// call answered, or sent and not answered), and then the attachment's
+    /// record could not be stored (another worker wrote it first, or the
+    /// store failed). [`Error::outcome_unknown`] is true: never read it as
+    /// "nothing was applied". The store's own error is
+    /// [`Unrecorded::cause`].
+    #[error("{0}")]
+    Unrecorded(Unrecorded),
 }
 
 impl Error {
@@ -194,13 +207,14 @@ impl Error {
             Error::InvalidRevision(_) => "invalid_revision",
             Error::Timeout => "timeout",
             Error::DeliveryUnknown(_) => "delivery_unknown",
-            Error::CallTimeout(_) => "timeout",
+            Error::CallTimeout(_) => "call_timeout",
             Error::Transport(_) => "transport_failed",
             Error::ProxyAuthRequired(_) => "proxy_auth_required",
             Error::StoreConflict { .. } => "store_conflict",
             Error::Store(_) => "store_failed",
             Error::Busy(_) => "attachment_busy",
             Error::ShutDown => "manager_shut_down",
+            Error::Unrecorded(_) => "call_unrecorded",
         }
     }
 
@@ -229,18 +243,22 @@ impl Error {
     /// assert!(Error::DeliveryUnknown(DeliveryUnknown::call("sheet_set_cell")).outcome_unknown());
     /// let late = Error::CallTimeout(DeliveryUnknown::call("sheet_set_cell"));
     /// assert!(late.outcome_unknown());
-    /// assert_eq!(late.code(), "timeout");
+    /// assert_eq!(late.code(), "call_timeout");
     /// assert!(late.to_string().contains("may have applied it"));
     /// assert!(!Error::Timeout.outcome_unknown());
     /// ```
     #[must_use]
     pub fn outcome_unknown(&self) -> bool {
-        matches!(self, Error::DeliveryUnknown(_) | Error::CallTimeout(_))
+        matches!(
+            self,
+            Error::DeliveryUnknown(_) | Error::CallTimeout(_) | Error::Unrecorded(_)
+        )
     }
 
     /// True when the same call, made again unchanged, is safe and may
     /// succeed: nothing reached the surface, and what stopped it passes.
-    /// That is [`Error::Busy`] (another worker holds the conversation), a
+    /// That is [`Error::Busy`] (another worker holds the conversation),
+    /// [`Error::ShutDown`] (this worker is stopping; another serves it), a
     /// transport failure that is not about configuration (DNS, connect,
     /// I/O, a runtime's connect or leg timeout: an act whose request may
     /// have left is [`Error::DeliveryUnknown`] instead, never one of these),
@@ -271,7 +289,7 @@ impl Error {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Busy(_) | Error::Timeout => true,
+            Error::Busy(_) | Error::Timeout | Error::ShutDown => true,
             Error::Transport(e) => matches!(
                 e.kind(),
                 TransportErrorKind::Dns
@@ -395,6 +413,49 @@ impl fmt::Display for Busy {
 }
 
 impl std::error::Error for Busy {}
+
+/// What [`Error::Unrecorded`] holds: the store's error after something
+/// that acts on the surface was applied, or may have been.
+///
+/// ```
+/// use human_plus_core::{Error, Unrecorded};
+///
+/// let e = Error::Unrecorded(Unrecorded::new(Error::StoreConflict { expected: Some(3), found: Some(4) }));
+/// assert_eq!(e.code(), "call_unrecorded");
+/// assert!(e.outcome_unknown());
+/// assert!(!e.is_retryable());
+/// assert!(e.to_string().contains("may have been applied"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unrecorded {
+    cause: Box<Error>,
+}
+
+impl Unrecorded {
+    /// Wraps the store's error.
+    #[must_use]
+    pub fn new(cause: Error) -> Self {
+        Unrecorded {
+            cause: Box::new(cause),
+        }
+    }
+
+    /// The store's error.
+    #[must_use]
+    pub fn cause(&self) -> &Error {
+        &self.cause
+    }
+}
+
+impl fmt::Display for Unrecorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "The request reached the surface and may have been applied, but this worker could not record the conversation's new state ({}). Re-read the surface (or its change feed) before deciding whether to call it again; do not simply retry.",
+            self.cause
+        )
+    }
+}
 
 /// What [`Error::DeliveryUnknown`] says: which request may or may not have
 /// reached the surface.
@@ -905,6 +966,34 @@ impl SurfaceChangedUnderYou {
         self.0.current.as_ref().or(self.0.pinned.as_ref())
     }
 
+    /// The revision a decision made after reading this refusal carries
+    /// (see `CallResult::revision_to_carry`): the surface's current
+    /// revision when the refusal listed everything that changed up to it
+    /// (the change feed's complete answer), so the model decided with the
+    /// changes in front of it. `None` otherwise: what changed was not told,
+    /// so read the surface again and carry that read's revision.
+    ///
+    /// ```
+    /// use human_plus_core::{ListedChanges, SurfaceChangedUnderYou, SurfaceRevision, WhatChanged};
+    ///
+    /// let r = |t| SurfaceRevision::observed(t, "sheet_read").unwrap();
+    /// let told = SurfaceChangedUnderYou::new("sheet_set_cell", Some(r("r4")))
+    ///     .with_current(r("r6"))
+    ///     .with_changes(WhatChanged::Listed(ListedChanges { framed: None, total: 0, shown: 0, not_by_agents: 0, complete: true }));
+    /// assert_eq!(told.revision_to_carry().map(SurfaceRevision::token), Some("r6"));
+    /// let untold = SurfaceChangedUnderYou::new("sheet_set_cell", Some(r("r4"))).with_current(r("r6"));
+    /// assert_eq!(untold.revision_to_carry(), None);
+    /// ```
+    #[must_use]
+    pub fn revision_to_carry(&self) -> Option<&SurfaceRevision> {
+        match &self.0.changes {
+            WhatChanged::Listed(listed) if listed.complete && !self.0.repeated => {
+                self.0.current.as_ref()
+            }
+            _ => None,
+        }
+    }
+
     /// What the change feed told of the changes since the refused pin.
     #[must_use]
     pub fn changes(&self) -> &WhatChanged {
@@ -985,9 +1074,16 @@ impl fmt::Display for SurfaceChangedUnderYou {
                 "You were working from a surface state whose revision was never recorded.",
             )?,
         }
-        f.write_str(
-            " Someone else \u{2014} a person editing the same surface, or another participant \u{2014} has committed a change since then.\n\n",
-        )?;
+        match &r.changes {
+            // Every change listed was an agent's: perhaps this one's own
+            // earlier call, whose answer was lost.
+            WhatChanged::Listed(l) if l.total > 0 && l.not_by_agents == 0 => f.write_str(
+                " An agent \u{2014} another participant, or this agent itself through an earlier call whose answer was lost \u{2014} has committed a change since then.\n\n",
+            )?,
+            _ => f.write_str(
+                " Someone else \u{2014} a person editing the same surface, or another participant \u{2014} has committed a change since then.\n\n",
+            )?,
+        }
         // What was learnt, sentence after sentence (a frame ends a line).
         let mut said = String::from("Nothing was written and nothing was lost.");
         let mut say = |text: &str| {

@@ -156,6 +156,7 @@ pub use machines::attachment::*;
 pub use machines::exchange::{
     PERSON_ACTIVE_NOTE, RECONNECTED_NOTE, REJOINED_NOTE, Seen, WarmLeg, relay_status_error,
 };
+pub use machines::halt::Halt;
 pub use machines::ops::*;
 
 /// Re-exported for [`EgressPolicy::allow_addresses`].

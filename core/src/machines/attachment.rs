@@ -57,12 +57,14 @@ pub struct SurfaceAttachment {
     /// there is none, so old and new records read each other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     listing: Option<ListingVerdict>,
-    /// The fingerprint of a call the surface refused as stale when the
-    /// refusal moved the pin without saying what changed: that very call is
-    /// not sent again until another call has been answered. Absent from
-    /// older records and not written when there is none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    refused_call: Option<String>,
+    /// The fingerprints of the calls the surface refused as stale since a
+    /// call was last answered (newest last, at most
+    /// [`MAX_REFUSED_CALLS`]): none of them is sent again until another
+    /// call has been answered. Absent from older records and not written
+    /// when there is none; an older record's single `refused_call` reads
+    /// as a list of one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refused_calls: Vec<String>,
     /// After a stale refusal moved the pin: the refused pin, which the next
     /// change-feed question asks `since` (until a call is answered).
     /// Absent from older records and not written when there is none.
@@ -90,6 +92,8 @@ struct AttachmentWire {
     #[serde(default)]
     refused_call: Option<String>,
     #[serde(default)]
+    refused_calls: Vec<String>,
+    #[serde(default)]
     feed_since: Option<SurfaceRevision>,
 }
 
@@ -105,7 +109,14 @@ impl TryFrom<AttachmentWire> for SurfaceAttachment {
         a.conflict_detection = w.conflict_detection;
         a.change_feed = w.change_feed;
         a.listing = w.listing;
-        a.refused_call = w.refused_call;
+        a.refused_calls = w.refused_calls;
+        if let Some(old) = w.refused_call
+            && !a.refused_calls.contains(&old)
+        {
+            a.refused_calls.insert(0, old);
+        }
+        let excess = a.refused_calls.len().saturating_sub(MAX_REFUSED_CALLS);
+        a.refused_calls.drain(..excess);
         a.feed_since = w.feed_since;
         Ok(a)
     }
@@ -142,7 +153,7 @@ impl SurfaceAttachment {
             conflict_detection: ConflictDetection::NotObserved,
             change_feed: ChangeFeed::NotObserved,
             listing: None,
-            refused_call: None,
+            refused_calls: Vec::new(),
             feed_since: None,
         })
     }
@@ -168,7 +179,7 @@ impl SurfaceAttachment {
             conflict_detection: ConflictDetection::NotObserved,
             change_feed: ChangeFeed::NotObserved,
             listing: None,
-            refused_call: None,
+            refused_calls: Vec::new(),
             feed_since: None,
         }
     }
@@ -301,13 +312,22 @@ impl SurfaceAttachment {
     /// Checks the owner and that the attachment is `attached`.
     ///
     /// # Errors
-    /// [`Error::AttachmentUnauthorized`] or [`Error::NotAttached`].
+    /// [`Error::AttachmentUnauthorized`] for another owner; for an ended
+    /// attachment, the relay's answer that ended it
+    /// ([`Error::SurfaceUnavailable`] after a 410,
+    /// [`Error::AttachmentUnauthorized`] after a 401), so every worker
+    /// answers alike; [`Error::NotAttached`] once detached.
     pub fn require(&self, owner: &OwnerKey) -> Result<(), Error> {
         self.check_owner(owner)?;
-        if self.is_attached() {
-            Ok(())
-        } else {
-            Err(Error::NotAttached(self.state))
+        match self.state {
+            AttachmentState::Attached => Ok(()),
+            // The relay's own answer, whichever worker met it first: every
+            // replica tells the same story of one ended session.
+            AttachmentState::SurfaceUnavailable => Err(Error::SurfaceUnavailable),
+            AttachmentState::AttachmentUnauthorized => Err(Error::AttachmentUnauthorized(
+                crate::error::Unauthorized::Relay,
+            )),
+            AttachmentState::Detached => Err(Error::NotAttached(self.state)),
         }
     }
 
@@ -377,20 +397,41 @@ impl SurfaceAttachment {
         self.bump()
     }
 
-    /// The fingerprint of the call that is not to be sent again until
-    /// another call has been answered (see [`call_fingerprint`]), if any.
+    /// The fingerprints of the calls not to be sent again until another
+    /// call has been answered (see [`call_fingerprint`]), oldest first.
     #[must_use]
-    pub fn refused_call(&self) -> Option<&str> {
-        self.refused_call.as_deref()
+    pub fn refused_calls(&self) -> &[String] {
+        &self.refused_calls
     }
 
-    /// Keeps `fingerprint` as the call not to send again until another call
-    /// has been answered (`None` lifts it); a change bumps the generation.
-    pub fn guard_refused_call(&mut self, fingerprint: Option<String>) -> bool {
-        if self.refused_call == fingerprint {
+    /// Whether the call with this fingerprint was refused since a call was
+    /// last answered (and so is not sent now).
+    #[must_use]
+    pub fn is_refused_call(&self, fingerprint: &str) -> bool {
+        self.refused_calls.iter().any(|f| f == fingerprint)
+    }
+
+    /// Adds `fingerprint` to the calls not to send again until another call
+    /// has been answered (the oldest goes past [`MAX_REFUSED_CALLS`]); a
+    /// change bumps the generation.
+    pub fn guard_refused_call(&mut self, fingerprint: String) -> bool {
+        if self.is_refused_call(&fingerprint) {
             return false;
         }
-        self.refused_call = fingerprint;
+        if self.refused_calls.len() >= MAX_REFUSED_CALLS {
+            self.refused_calls.remove(0);
+        }
+        self.refused_calls.push(fingerprint);
+        self.bump()
+    }
+
+    /// A call (or a feed question) was answered: every guarded call may be
+    /// sent again. A change bumps the generation.
+    pub fn lift_refused_calls(&mut self) -> bool {
+        if self.refused_calls.is_empty() {
+            return false;
+        }
+        self.refused_calls.clear();
         self.bump()
     }
 
@@ -453,7 +494,7 @@ impl SurfaceAttachment {
             self.revision.clone(),
             self.conflict_detection,
             self.change_feed,
-            self.refused_call.clone(),
+            self.refused_calls.clone(),
             self.feed_since.clone(),
         );
         if previous.revision.is_some() {
@@ -465,8 +506,8 @@ impl SurfaceAttachment {
         if previous.change_feed != ChangeFeed::NotObserved {
             self.change_feed = previous.change_feed;
         }
-        if previous.refused_call.is_some() {
-            self.refused_call.clone_from(&previous.refused_call);
+        if !previous.refused_calls.is_empty() {
+            self.refused_calls.clone_from(&previous.refused_calls);
         }
         if previous.feed_since.is_some() {
             self.feed_since.clone_from(&previous.feed_since);
@@ -475,7 +516,7 @@ impl SurfaceAttachment {
             self.revision.clone(),
             self.conflict_detection,
             self.change_feed,
-            self.refused_call.clone(),
+            self.refused_calls.clone(),
             self.feed_since.clone(),
         );
         before != after && self.bump()
@@ -519,6 +560,11 @@ impl SurfaceAttachment {
         self.bump()
     }
 }
+
+/// The most refused calls an attachment remembers at once
+/// ([`SurfaceAttachment::guard_refused_call`]): parallel decisions of one
+/// turn, or a queue's jobs, refused before any call was answered.
+pub const MAX_REFUSED_CALLS: usize = 16;
 
 /// The most bytes of a key [`keyed_attachment_id`] takes.
 pub const MAX_ATTACHMENT_KEY_BYTES: usize = 256;
@@ -694,16 +740,32 @@ mod tests {
     fn the_refused_call_guard_round_trips_and_older_records_read() {
         let mut a = record();
         let fp = call_fingerprint("sheet_set_cell", &serde_json::json!({"address": "C3"}));
-        assert!(a.guard_refused_call(Some(fp.clone())));
-        assert!(!a.guard_refused_call(Some(fp.clone())));
+        assert!(a.guard_refused_call(fp.clone()));
+        assert!(!a.guard_refused_call(fp.clone()));
+        let other = call_fingerprint("sheet_set_cell", &serde_json::json!({"address": "D4"}));
+        assert!(a.guard_refused_call(other.clone()));
         let json = serde_json::to_string(&a).unwrap();
         let back: SurfaceAttachment = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.refused_call(), Some(fp.as_str()));
-        assert!(a.guard_refused_call(None));
+        assert_eq!(back.refused_calls(), &[fp.clone(), other.clone()]);
+        assert!(back.is_refused_call(&other));
+        // A record written before the list: one `refused_call`.
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value.as_object_mut().unwrap().remove("refused_calls");
+        value["refused_call"] = serde_json::json!(fp);
+        let old: SurfaceAttachment = serde_json::from_value(value).unwrap();
+        assert_eq!(old.refused_calls(), std::slice::from_ref(&fp));
+        assert!(a.lift_refused_calls());
+        assert!(!a.lift_refused_calls());
         let json = serde_json::to_string(&a).unwrap();
         assert!(!json.contains("refused_call"), "not written when none");
         let back: SurfaceAttachment = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.refused_call(), None);
+        assert!(back.refused_calls().is_empty());
+        // Bounded: the oldest goes.
+        for n in 0..(MAX_REFUSED_CALLS + 3) {
+            a.guard_refused_call(call_fingerprint("t", &serde_json::json!({"n": n})));
+        }
+        assert_eq!(a.refused_calls().len(), MAX_REFUSED_CALLS);
+        assert!(!a.is_refused_call(&call_fingerprint("t", &serde_json::json!({"n": 0}))));
     }
 
     #[test]
@@ -774,7 +836,13 @@ mod tests {
         ));
         assert_eq!(
             a.require(&OwnerKey::of("session:one").unwrap()),
-            Err(Error::NotAttached(AttachmentState::SurfaceUnavailable))
+            Err(Error::SurfaceUnavailable),
+            "the relay's answer, as the worker that met it gave it"
+        );
+        a.transition(AttachmentState::Detached);
+        assert_eq!(
+            a.require(&OwnerKey::of("session:one").unwrap()),
+            Err(Error::NotAttached(AttachmentState::Detached))
         );
     }
 }

@@ -1175,6 +1175,12 @@ impl Exchange {
         }
     }
 
+    /// Brings this exchange's deadline forward to `at` (a stopping
+    /// manager's halt); a later instant changes nothing.
+    pub(crate) fn cap_deadline(&mut self, at: Instant) {
+        self.deadline = self.deadline.min(at);
+    }
+
     /// The earliest instant this exchange needs to be woken at.
     pub(crate) fn poll_timeout(&self, io: &Io) -> Option<Instant> {
         if self.result.is_some() {

@@ -9,4 +9,5 @@
 
 pub(crate) mod attachment;
 pub(crate) mod exchange;
+pub(crate) mod halt;
 pub(crate) mod ops;

@@ -29,7 +29,7 @@ use crate::egress::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
 use crate::entropy::{Entropy, random_id};
 use crate::error::{
     ConflictDetectionUnavailable, DeliveryUnknown, Error, ListedChanges, ProtocolError,
-    SurfaceChangedUnderYou, SurfaceError, ToolRefusal, Unauthorized, WhatChanged,
+    SurfaceChangedUnderYou, SurfaceError, ToolRefusal, Unauthorized, Unrecorded, WhatChanged,
 };
 use crate::formats::jsonrpc::{
     CLIENT_NAME, CLIENT_VERSION, MCP_PROTOCOL_VERSION, Reply, RequestIds, encode_notification,
@@ -39,6 +39,7 @@ use crate::invite::invitation::{Activity, Participant, SurfaceInvitation};
 use crate::invite::owner::OwnerKey;
 use crate::machines::attachment::{SurfaceAttachment, call_fingerprint};
 use crate::machines::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
+use crate::machines::halt::Halt;
 use crate::tools::tool::ToolDefinition;
 use crate::values::attachment_state::AttachmentState;
 use crate::values::revision::{
@@ -232,6 +233,32 @@ pub struct CallResult {
     pub revision_refused: bool,
 }
 
+impl CallResult {
+    /// The revision a decision made on this result carries (HTTP's `ETag`):
+    /// the revision the result carried, else the one the call was pinned to
+    /// and the surface accepted. Pass it to the next call that follows from
+    /// this answer (the runtimes' `call_at`), so that call is refused if
+    /// anything changed in between, whatever other calls of the same
+    /// conversation learnt meanwhile. `None` when the surface has shown no
+    /// revision yet.
+    ///
+    /// ```
+    /// use human_plus_core::{CallResult, SurfaceRevision};
+    ///
+    /// let read = CallResult {
+    ///     text: String::new(),
+    ///     pinned: Some(SurfaceRevision::observed("r4", "sheet_read").unwrap()),
+    ///     revision: Some(SurfaceRevision::observed("r5", "sheet_read").unwrap()),
+    ///     revision_refused: false,
+    /// };
+    /// assert_eq!(read.revision_to_carry().map(SurfaceRevision::token), Some("r5"));
+    /// ```
+    #[must_use]
+    pub fn revision_to_carry(&self) -> Option<&SurfaceRevision> {
+        self.revision.as_ref().or(self.pinned.as_ref())
+    }
+}
+
 /// What an operation produced, and what the runtime must store.
 #[derive(Debug)]
 pub struct Outcome<T> {
@@ -255,6 +282,11 @@ pub struct Outcome<T> {
     /// the last one) that a caller may act on: a tool list change, a
     /// person's activity on the surface.
     pub seen: Seen,
+    /// Whether something that acts on the surface was applied or may have
+    /// been (a call answered, or sent and not answered): a failure to store
+    /// the record is then reported as [`Error::Unrecorded`], never as an
+    /// error that says nothing was applied.
+    pub acted: bool,
 }
 
 impl<T> Outcome<T> {
@@ -268,7 +300,13 @@ impl<T> Outcome<T> {
     /// The operation's error, or the store's.
     pub fn settle(self, init: &mut InitCache, stored: Result<(), Error>) -> Result<T, Error> {
         init.apply_key(&self.init_key, self.init);
-        stored?;
+        if let Err(e) = stored {
+            return Err(if self.acted {
+                Error::Unrecorded(Unrecorded::new(e))
+            } else {
+                e
+            });
+        }
         self.result
     }
 }
@@ -379,6 +417,9 @@ enum Step {
     /// A stale refusal is being completed: the change feed is asked what
     /// changed since the refused pin.
     Recover,
+    /// An attach is learning the page's current revision from its change
+    /// feed (`Operation::learning_revision`).
+    Learn,
     Done,
 }
 
@@ -518,6 +559,16 @@ struct Machine {
     /// A stale refusal waiting for the change feed's answer, with the
     /// current revision the refusal named.
     recovering: Option<(SurfaceChangedUnderYou, Option<SurfaceRevision>)>,
+    /// The revision the caller's decision was made at: a call is pinned to
+    /// exactly this, not to the stored pin (`Operation::pinned_to`).
+    decided_at: Option<SurfaceRevision>,
+    /// Learn the page's current revision from its change feed after the
+    /// listing, when the record has none (`Operation::learning_revision`).
+    learn_revision: bool,
+    /// The discovery a learning attach returns once the feed answered.
+    learnt: Option<Discovery>,
+    /// Set by a stopping manager: no exchange waits past its instant.
+    halt: Option<Halt>,
 }
 
 impl<T: OperationOutput> Operation<T> {
@@ -574,6 +625,10 @@ impl<T: OperationOutput> Operation<T> {
             feed: None,
             refusal_current: None,
             recovering: None,
+            decided_at: None,
+            learn_revision: false,
+            learnt: None,
+            halt: None,
         };
         Ok(Operation {
             machine,
@@ -627,6 +682,43 @@ impl<T: OperationOutput> Operation<T> {
         self
     }
 
+    /// Lets a stopping manager end this operation: once `halt` names an
+    /// instant ([`Halt::halt_at`]), no exchange of it waits past that
+    /// instant, and one still waiting then ends as its deadline says (an
+    /// [`Error::Timeout`] when nothing that acts was sent, an
+    /// [`Error::CallTimeout`] for a call that was sent and not answered:
+    /// it may have been applied). Until then [`Operation::poll_timeout`]
+    /// asks to be woken every 100 ms, so a halt set while the driver sleeps
+    /// is seen. Call it right after building the operation.
+    ///
+    /// ```
+    /// # use human_plus_core::*;
+    /// # use std::time::{Duration, Instant};
+    /// let owner = OwnerKey::of("o")?;
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let config = ManagerConfig::new(
+    ///     EgressPolicy::new(["relay.example"]).egress_proxy("http://egress.internal:3128"),
+    ///     TrustPolicy::every_tool(NO_PINS),
+    /// );
+    /// let record = attach(&owner, inv, Participant::new("a", "A", "#000"), &config.egress, &mut SeededEntropy::new(1))?;
+    /// let now = Instant::now();
+    /// let halt = Halt::new();
+    /// let mut op = Operation::tools(record, &owner, &config, &InitCache::new(), Box::new(SeededEntropy::new(2)), now)?
+    ///     .with_halt(halt.clone());
+    /// while op.poll_transmit().is_some() {}
+    /// halt.halt_at(now + Duration::from_secs(1));
+    /// op.handle_timeout(now + Duration::from_secs(1));
+    /// while op.poll_transmit().is_some() {}
+    /// let outcome = op.poll_outcome().expect("ended at the halt");
+    /// assert!(matches!(outcome.result, Err(Error::Timeout)));
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_halt(mut self, halt: Halt) -> Self {
+        self.machine.halt = Some(halt);
+        self
+    }
+
     /// The next HTTP intent to perform (or to cancel).
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.machine.ensure_begun();
@@ -644,10 +736,23 @@ impl<T: OperationOutput> Operation<T> {
         if self.machine.result.is_some() {
             return None;
         }
-        self.machine
+        let own = self
+            .machine
             .exchange
             .as_ref()
-            .and_then(|x| x.poll_timeout(&self.machine.io))
+            .and_then(|x| x.poll_timeout(&self.machine.io));
+        match &self.machine.halt {
+            // A stopping manager's instant, once set; until then a look
+            // every HALT_LOOK, so a halt set while the driver sleeps is
+            // seen within that (an operation in flight only).
+            Some(halt) => {
+                let look = halt
+                    .at()
+                    .unwrap_or(self.machine.now + crate::machines::halt::HALT_LOOK);
+                Some(own.map_or(look, |own| own.min(look)))
+            }
+            None => own,
+        }
     }
 
     /// The relay endpoint: the runtime vets resolved addresses through
@@ -699,6 +804,7 @@ impl<T: OperationOutput> Operation<T> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.machine.ensure_begun();
         self.machine.now = now;
+        self.machine.apply_halt();
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_timeout(&mut self.machine.io, now);
         }
@@ -722,10 +828,15 @@ impl<T: OperationOutput> Operation<T> {
         self.machine.delivered = true;
         let record = (self.machine.record.generation() != self.machine.loaded_generation)
             .then(|| self.machine.record.clone());
+        let acted = match &result {
+            Ok(p) => matches!(p, Produced::Call(_) | Produced::Announced),
+            Err(e) => e.outcome_unknown(),
+        };
         let result = result.and_then(|p| {
             T::from_produced(p).ok_or(Error::Protocol(ProtocolError::MalformedResult))
         });
         Some(Outcome {
+            acted,
             result,
             record,
             expected_generation: self.machine.loaded_generation,
@@ -759,7 +870,57 @@ impl Operation<Discovery> {
     }
 }
 
+impl Operation<Discovery> {
+    /// After the listing, when the attachment has no revision yet and a
+    /// change-feed tool was admitted, asks the feed once (no `since`, not
+    /// pinned) and keeps the revision it answers with: the attachment's
+    /// first call is then pinned to the page as it was when it was
+    /// attached, so a person's edit made after that is refused, not
+    /// overwritten. One exchange, at attach only; a feed that fails or
+    /// names no revision leaves the attachment unpinned, as before. What a
+    /// runtime's attach that proves itself (`attach_verified`, `attach_as`)
+    /// does. Call it right after building the operation.
+    #[must_use]
+    pub fn learning_revision(mut self) -> Self {
+        self.machine.learn_revision = true;
+        self
+    }
+}
+
 impl Operation<CallResult> {
+    /// Pins this call to `revision`, the revision the caller's decision was
+    /// made at (HTTP's `If-Match`), instead of the attachment's stored pin:
+    /// parallel tool calls of one model turn, or a queue's jobs decided at
+    /// one read, each carry their own, so a refusal told to one of them
+    /// never moves another's pin. The result's
+    /// [`CallResult::revision_to_carry`], a refusal's
+    /// [`SurfaceChangedUnderYou::revision_to_carry`] and a feed's
+    /// [`SurfaceChanges::revision`] are the revisions to carry. Call it
+    /// right after building the operation.
+    ///
+    /// ```
+    /// # use human_plus_core::*;
+    /// # use std::time::Instant;
+    /// # use serde_json::json;
+    /// let owner = OwnerKey::of("o")?;
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let config = ManagerConfig::new(
+    ///     EgressPolicy::new(["relay.example"]).egress_proxy("http://egress.internal:3128"),
+    ///     TrustPolicy::every_tool(NO_PINS),
+    /// );
+    /// let record = attach(&owner, inv, Participant::new("a", "A", "#000"), &config.egress, &mut SeededEntropy::new(1))?;
+    /// let decided_at = SurfaceRevision::observed("r7", "sheet_read").unwrap();
+    /// let op = Operation::call(record, &owner, "sheet_set_cell", json!({"address": "A1", "value": "1"}), &config, &InitCache::new(), Box::new(SeededEntropy::new(2)), Instant::now())?
+    ///     .pinned_to(decided_at);
+    /// # let _ = op;
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[must_use]
+    pub fn pinned_to(mut self, revision: SurfaceRevision) -> Self {
+        self.machine.decided_at = Some(revision);
+        self
+    }
+
     /// `call`: discover, check the tool was admitted, then `tools/call`
     /// pinned to the stored revision (`params._meta.revision`), reads
     /// included. `arguments` must be a JSON object or null (sent as `{}`).
@@ -929,8 +1090,7 @@ impl Machine {
             Kind::Call { tool, arguments }
                 if self
                     .record
-                    .refused_call()
-                    .is_some_and(|guarded| guarded == call_fingerprint(tool, arguments)) =>
+                    .is_refused_call(&call_fingerprint(tool, arguments)) =>
             {
                 // The very call the surface just refused, with nothing
                 // answered since: refused here, nothing is sent.
@@ -1154,6 +1314,7 @@ impl Machine {
                 r => self.on_acted(r.and_then(Reply::into_value), now),
             },
             Step::Recover => self.on_recovered(r),
+            Step::Learn => self.on_learnt(r),
             Step::Done => {}
         }
     }
@@ -1253,7 +1414,21 @@ impl Machine {
     /// What the operation does with the admitted tools, listed now or kept.
     fn on_discovery(&mut self, discovery: Discovery, now: Instant) {
         if matches!(self.kind, Kind::Tools) {
-            self.succeed(Produced::Tools(discovery));
+            let feed = self
+                .find_in(discovery.tools.iter().map(ToolDefinition::name))
+                .feed;
+            match feed {
+                Some(feed) if self.learn_revision && self.record.revision().is_none() => {
+                    // The page's revision now, with nothing pinned: the
+                    // first call is pinned to it.
+                    self.learnt = Some(discovery);
+                    self.step = Step::Learn;
+                    self.acting_tool = Some(feed.clone());
+                    let params = json!({"name": feed, "arguments": {}});
+                    self.request("tools/call", Some(&params), Acts::No, now);
+                }
+                _ => self.succeed(Produced::Tools(discovery)),
+            }
             return;
         }
         let found = self.find_in(discovery.tools.iter().map(ToolDefinition::name));
@@ -1321,7 +1496,11 @@ impl Machine {
 
     fn call_tool(&mut self, tool: String, arguments: Value, now: Instant) {
         self.step = Step::Act;
-        self.pinned = self.record.revision().cloned();
+        self.pinned = match (&self.kind, &self.decided_at) {
+            // The caller's decision's revision, exactly.
+            (Kind::Call { .. }, Some(at)) => Some(at.clone()),
+            _ => self.record.revision().cloned(),
+        };
         let mut params = Map::new();
         params.insert("name".to_owned(), Value::String(tool.clone()));
         params.insert("arguments".to_owned(), arguments);
@@ -1362,7 +1541,7 @@ impl Machine {
                     Ok(result) => {
                         // Answered: a guarded refused call may be sent
                         // again, and the feed asks since the pin again.
-                        self.record.guard_refused_call(None);
+                        self.record.lift_refused_calls();
                         if matches!(self.kind, Kind::Call { .. }) {
                             self.record.keep_feed_since(None);
                         }
@@ -1433,7 +1612,7 @@ impl Machine {
     /// Keeps what a feed's answer tells (its revision, attribution) and
     /// succeeds with it, its labels framed.
     fn settle_feed(&mut self, tool: &str, answer: SurfaceChanges) {
-        self.record.guard_refused_call(None);
+        self.record.lift_refused_calls();
         self.record.keep_feed_since(None);
         if let Some(rev) = answer.revision() {
             let rev = SurfaceRevision::observed(rev.token(), tool).unwrap_or_else(|_| rev.clone());
@@ -1487,6 +1666,54 @@ impl Machine {
             }
             (true, None, _) => self.refused(refusal, current, WhatChanged::NoFeed, None),
             _ => self.refused(refusal, current, WhatChanged::NotAsked, None),
+        }
+    }
+
+    /// The change feed's answer at attach: its revision becomes the pin
+    /// (when the record still has none); any failure but a terminal one
+    /// leaves the attachment unpinned and the attach succeeds.
+    fn on_learnt(&mut self, r: Result<Reply, Error>) {
+        let Some(discovery) = self.learnt.take() else {
+            return;
+        };
+        let feed = self.acting_tool.clone().unwrap_or_default();
+        let answer = r
+            .and_then(Reply::into_value)
+            .and_then(|reply| self.rpc_result(reply, &feed));
+        match answer {
+            Err(e) if e.is_terminal() => {
+                self.fail(e);
+                return;
+            }
+            Ok(result) if result.get("isError") != Some(&Value::Bool(true)) => {
+                let answer = SurfaceChanges::read_from(&result, self.record.change_feed());
+                if answer.attributes() {
+                    self.record.observe_attribution();
+                }
+                if let Some(rev) = answer
+                    .revision()
+                    .and_then(|r| SurfaceRevision::observed(r.token(), feed.as_str()).ok())
+                    && self.record.revision().is_none()
+                {
+                    self.record.record_revision(rev);
+                }
+            }
+            _ => {}
+        }
+        self.succeed(Produced::Tools(discovery));
+    }
+
+    /// A stopping manager's instant, once set: no exchange waits past it.
+    fn apply_halt(&mut self) {
+        let Some(at) = self.halt.as_ref().and_then(Halt::at) else {
+            return;
+        };
+        self.io.cap = Some(self.io.cap.map_or(at, |cap| cap.min(at)));
+        if let Some(x) = self.exchange.as_mut() {
+            x.cap_deadline(at);
+        }
+        if let Some(x) = self.aside.as_mut() {
+            x.cap_deadline(at);
         }
     }
 
@@ -1556,11 +1783,11 @@ impl Machine {
                 .pinned()
                 .is_none_or(|pinned| pinned.token() != next.token())
         });
-        let told = matches!(&changes, WhatChanged::Listed(l) if l.complete);
+        // After any refusal the very same call is not sent again until
+        // another call has been answered: with the changes in front of it
+        // or not, an identical repeat is the blind one (seed 000).
         let fingerprint = match &self.kind {
-            Kind::Call { tool, arguments } if next.is_some() && !told => {
-                Some(call_fingerprint(tool, arguments))
-            }
+            Kind::Call { tool, arguments } => Some(call_fingerprint(tool, arguments)),
             _ => None,
         };
         if let Some(next) = next {
@@ -1571,10 +1798,10 @@ impl Machine {
             self.record.record_revision(next.clone());
             refusal = refusal.with_current(next);
         }
-        if fingerprint.is_some() {
+        if let Some(fingerprint) = fingerprint {
             refusal = refusal.with_repeat_guard();
+            self.record.guard_refused_call(fingerprint);
         }
-        self.record.guard_refused_call(fingerprint);
         self.fail(Error::SurfaceChangedUnderYou(refusal.with_changes(changes)));
     }
 
