@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use human_plus_core::{
     Activity, CallResult, ConflictDetection, Discovery, Error, ManagerConfig, Participant,
-    ReceiveLeg, Seen, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError,
-    TransportErrorKind,
+    ReceiveLeg, Seen, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision,
+    TransportError, TransportErrorKind,
 };
 use human_plus_runtime::{
     Attached, Driver, HumanPlus, HumanPlusBuilder, Resolve, ResolveBlocking, ResolverOf,
@@ -148,6 +148,8 @@ pub struct AgentSetup {
     /// another agent's store makes the two managers share records and
     /// locks, as two workers on one store.
     pub store: InMemoryAttachmentStore,
+    /// How long a shutdown lets the operations in flight finish.
+    pub shutdown_grace: Duration,
     /// The tokio runtime's worker threads: 0 for a current-thread runtime
     /// (which runs only while a call runs), more for a multi-threaded one.
     /// The default, 1, keeps kept connections and a warm leg read between
@@ -169,6 +171,7 @@ impl AgentSetup {
             lock_wait: human_plus_store::DEFAULT_LOCK_WAIT,
             lock_lease: human_plus_store::DEFAULT_LEASE,
             store: InMemoryAttachmentStore::new(),
+            shutdown_grace: human_plus_runtime::DEFAULT_SHUTDOWN_GRACE,
             tokio_workers: 1,
         }
     }
@@ -243,6 +246,19 @@ pub trait Agent: Send + Sync {
     /// change, a person's activity); taking it resets it.
     ///
     /// # Errors
+    /// `call_at`: the call pinned to `at`, the revision its decision was
+    /// made at.
+    ///
+    /// # Errors
+    /// As the runtime's `call_at`.
+    fn call_at(
+        &self,
+        owner: &str,
+        id: &str,
+        tool: &str,
+        args: Value,
+        at: SurfaceRevision,
+    ) -> Result<CallResult, Error>;
     /// As the runtime's `take_seen`.
     fn take_seen(&self, owner: &str, id: &str) -> Result<Seen, Error>;
     /// `listing_current_for`: how much longer the kept listing stays
@@ -378,6 +394,17 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static, X: Exec> Agent for Run<D, S, 
                 .call_with_timeout(owner, id, tool, args, timeout),
         )
     }
+    fn call_at(
+        &self,
+        owner: &str,
+        id: &str,
+        tool: &str,
+        args: Value,
+        at: SurfaceRevision,
+    ) -> Result<CallResult, Error> {
+        self.exec
+            .run(self.manager.call_at(owner, id, tool, args, at))
+    }
     fn take_seen(&self, owner: &str, id: &str) -> Result<Seen, Error> {
         self.exec.run(self.manager.take_seen(owner, id))
     }
@@ -417,7 +444,8 @@ fn builder<D: Driver>(
         .tls_roots(setup.roots)
         .connect_timeout(setup.connect_timeout)
         .lock_wait(setup.lock_wait)
-        .lock_lease(setup.lock_lease);
+        .lock_lease(setup.lock_lease)
+        .shutdown_grace(setup.shutdown_grace);
     match resolver {
         Some(resolver) => builder.resolver(resolver),
         None => builder,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use human_plus_core::{
     Activity, CallResult, ConflictDetection, Discovery, Error, ManagerConfig, Owner, Participant,
-    Seen, SurfaceAttachment, SurfaceChanges, SurfaceInvitation,
+    Seen, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision,
 };
 use human_plus_store::{AsyncAttachmentStore, AttachmentStore, InMemoryAttachmentStore, LockGuard};
 
@@ -230,6 +230,7 @@ impl<D: Driver, S> BlockingHumanPlus<D, S> {
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
                 lock_wait: wait,
+                shutdown_grace: parts.shutdown_grace,
             }),
         }
     }
@@ -634,6 +635,71 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
         block_on(
             self.inner
                 .call_with_timeout(owner, attachment, tool, arguments, timeout),
+        )
+    }
+
+    /// [`BlockingHumanPlus::call`], pinned to `revision`, the revision the
+    /// job's decision was made at, as [`HumanPlus::call_at`]: a queue's
+    /// jobs decided at one read each carry it, so a refusal told to one
+    /// never moves another's pin.
+    ///
+    /// # Errors
+    /// As [`BlockingHumanPlus::call`].
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # use human_plus_core::SurfaceRevision;
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, attachment: &str, decided_at: SurfaceRevision) -> Result<(), human_plus_core::Error> {
+    /// // The job carries the revision its decision read.
+    /// let written = human_plus.call_at(
+    ///     "job-conversation:42", attachment, "sheet_set_cell", json!({"address": "B4", "value": "12"}), decided_at,
+    /// )?;
+    /// println!("{:?}", written.revision_to_carry());
+    /// # Ok(()) }
+    /// ```
+    pub fn call_at<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        revision: SurfaceRevision,
+    ) -> Result<CallResult, Error> {
+        block_on(
+            self.inner
+                .call_at(owner, attachment, tool, arguments, revision),
+        )
+    }
+
+    /// [`BlockingHumanPlus::call_at`], bounded by `timeout` as
+    /// [`BlockingHumanPlus::call_with_timeout`] is.
+    ///
+    /// # Errors
+    /// As [`BlockingHumanPlus::call`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde_json::json;
+    /// # use human_plus_core::SurfaceRevision;
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>, attachment: &str, decided_at: SurfaceRevision) -> Result<(), human_plus_core::Error> {
+    /// let written = human_plus.call_at_with_timeout(
+    ///     "job-conversation:42", attachment, "sheet_set_cell", json!({"address": "B4", "value": "12"}), decided_at, Duration::from_secs(5),
+    /// )?;
+    /// # let _ = written;
+    /// # Ok(()) }
+    /// ```
+    pub fn call_at_with_timeout<O: Owner + ?Sized>(
+        &self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        revision: SurfaceRevision,
+        timeout: Duration,
+    ) -> Result<CallResult, Error> {
+        block_on(
+            self.inner
+                .call_at_with_timeout(owner, attachment, tool, arguments, revision, timeout),
         )
     }
 

@@ -51,14 +51,21 @@ pub(crate) struct Held {
     pub(crate) guard: LockGuard,
     lease: Duration,
     stopped: AtomicBool,
+    /// When the operation holding it is promised to end (its timeout): what
+    /// a call of this manager waiting behind it is told to retry after.
+    pub(crate) deadline: std::time::Instant,
+    /// A stopping manager's instant for the operation holding it.
+    pub(crate) halt: human_plus_core::Halt,
 }
 
 impl Held {
-    pub(crate) fn new(guard: LockGuard, lease: Duration) -> Self {
+    pub(crate) fn new(guard: LockGuard, lease: Duration, deadline: std::time::Instant) -> Self {
         Held {
             guard,
             lease,
             stopped: AtomicBool::new(false),
+            deadline,
+            halt: human_plus_core::Halt::new(),
         }
     }
 

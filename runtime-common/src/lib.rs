@@ -56,7 +56,9 @@ pub use driver::{
 };
 pub use entropy::{OsEntropy, os_entropy};
 pub use failure::RequestFailure;
-pub use manager::{Attached, DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
+pub use manager::{
+    Attached, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, HumanPlus, HumanPlusBuilder,
+};
 pub use parts::Parts;
 pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};
 #[cfg(feature = "rig")]
@@ -81,14 +83,18 @@ pub mod exports {
         DEFAULT_RELAY_PATH, DeliveryUnknown, Discovery, EgressPolicy, Error, InvitationLink,
         LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, Participant,
         Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard, SurfaceAttachment,
-        SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceTool, ToolClaims,
-        ToolDefinition, TransportConfig, TrustPolicy, WhatChanged, Withheld, keyed_attachment_id,
+        SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceRevision, SurfaceTool,
+        ToolClaims, ToolDefinition, TransportConfig, TrustPolicy, Unrecorded, WhatChanged,
+        Withheld, keyed_attachment_id,
     };
     pub use human_plus_store::{
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
     };
 
-    pub use crate::{Attached, DEFAULT_CONNECT_TIMEOUT, StaticResolver, SystemResolver, TlsRoots};
+    pub use crate::{
+        Attached, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, StaticResolver, SystemResolver,
+        TlsRoots,
+    };
 }
 
 /// Logs (at debug level) that a runtime starts `req`: its id, method, leg

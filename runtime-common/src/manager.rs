@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 use human_plus_core::{
     Activity, Busy, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig,
     Operation, OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreErrorKind,
-    SurfaceAttachment, SurfaceChanges, SurfaceInvitation, TransportError, TransportErrorKind,
-    WarmLeg,
+    SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision, TransportError,
+    TransportErrorKind, WarmLeg,
 };
 use human_plus_store::{
     AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
@@ -64,6 +64,16 @@ use crate::tls::{TlsRoots, client_config};
 
 /// The default bound on each connection step: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a shutdown lets the operations in flight finish by default:
+/// 10 s, within the 30 s an orchestrator commonly grants a stopping
+/// process (Kubernetes' `terminationGracePeriodSeconds`), and longer than a
+/// call on a page that answers at all.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How much longer than its grace a shutdown waits for its operations to
+/// store their records and give their locks back themselves.
+const SHUTDOWN_SETTLE: Duration = Duration::from_secs(2);
 
 /// What an attach that proves itself gives back
 /// ([`HumanPlus::attach_verified`], [`HumanPlus::attach_as`]).
@@ -187,6 +197,7 @@ struct Inner<D: Driver, S> {
     connect_timeout: Duration,
     lock_lease: Duration,
     lock_wait: Duration,
+    shutdown_grace: Duration,
 }
 
 impl<D: Driver, S> Clone for HumanPlus<D, S> {
@@ -294,6 +305,7 @@ impl<D: Driver, S> HumanPlus<D, S> {
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
                 lock_wait: parts.lock_wait,
+                shutdown_grace: parts.shutdown_grace,
             }),
         }
     }
@@ -690,6 +702,9 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
                 os_entropy(),
                 D::now(),
             )?
+            // The first call is pinned to the page as it was now, when the
+            // page keeps a change feed (issue 39).
+            .learning_revision()
         };
         let (mut outcome, stream) =
             Box::pin(inner.driver.drive(Drive { op, stream: None })).await?;
@@ -824,7 +839,93 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         tool: &str,
         arguments: serde_json::Value,
     ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
-        self.call_within(OwnerKey::of(owner), attachment, tool, arguments, None)
+        self.call_within(OwnerKey::of(owner), attachment, tool, arguments, None, None)
+    }
+
+    /// [`HumanPlus::call`], pinned to `revision`: the revision the decision
+    /// to make this call was made at (HTTP's `If-Match`), not the
+    /// attachment's stored pin. The surface refuses it if anything changed
+    /// since that revision, whatever other calls of the conversation learnt
+    /// meanwhile. What parallel tool calls of one model turn, or a queue's
+    /// jobs decided at one read, each carry: a refusal told to one of them
+    /// never moves another's pin. The revision to carry is
+    /// [`CallResult::revision_to_carry`] of the read the decision was made
+    /// on (or a refusal's
+    /// [`SurfaceChangedUnderYou::revision_to_carry`](human_plus_core::SurfaceChangedUnderYou::revision_to_carry),
+    /// or a feed's [`SurfaceChanges::revision`]); the plain
+    /// [`HumanPlus::call`] stays right for one model taking one turn at a
+    /// time.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::call`]; a refusal is
+    /// [`Error::SurfaceChangedUnderYou`], nothing applied.
+    ///
+    /// ```no_run
+    /// # use serde_json::json;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str) -> Result<(), human_plus_core::Error> {
+    /// let owner = "conversation:42";
+    /// let read = human_plus.call(owner, attachment, "sheet_get_range", json!({"range": "A1:B9"})).await?;
+    /// // The model decides two writes from this one read; each carries it.
+    /// if let Some(at) = read.revision_to_carry().cloned() {
+    ///     let a = human_plus.call_at(owner, attachment, "sheet_set_cell", json!({"address": "A3", "value": "1"}), at.clone());
+    ///     let b = human_plus.call_at(owner, attachment, "sheet_set_cell", json!({"address": "A9", "value": "2"}), at);
+    ///     let (a, b) = (a.await, b.await);
+    ///     # let _ = (a, b);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn call_at<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        revision: SurfaceRevision,
+    ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
+        self.call_within(
+            OwnerKey::of(owner),
+            attachment,
+            tool,
+            arguments,
+            Some(revision),
+            None,
+        )
+    }
+
+    /// [`HumanPlus::call_at`], bounded by `timeout` as
+    /// [`HumanPlus::call_with_timeout`] is.
+    ///
+    /// # Errors
+    /// As [`HumanPlus::call_at`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde_json::json;
+    /// # use human_plus_core::SurfaceRevision;
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>, attachment: &str, at: SurfaceRevision) -> Result<(), human_plus_core::Error> {
+    /// let written = human_plus
+    ///     .call_at_with_timeout("conversation:42", attachment, "sheet_set_cell", json!({"address": "B4", "value": "12"}), at, Duration::from_secs(5))
+    ///     .await?;
+    /// # let _ = written;
+    /// # Ok(()) }
+    /// ```
+    pub fn call_at_with_timeout<'s, O: Owner + ?Sized>(
+        &'s self,
+        owner: &O,
+        attachment: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        revision: SurfaceRevision,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S, O> {
+        self.call_within(
+            OwnerKey::of(owner),
+            attachment,
+            tool,
+            arguments,
+            Some(revision),
+            Some(timeout),
+        )
     }
 
     /// [`HumanPlus::call`], with the call's exchange bounded by `timeout`
@@ -862,17 +963,19 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             attachment,
             tool,
             arguments,
+            None,
             Some(timeout),
         )
     }
 
-    /// `call`, bounded by `timeout` when given.
+    /// `call`, pinned to `at` and bounded by `timeout` when given.
     fn call_within<'s>(
         &'s self,
         owner: Result<OwnerKey, Error>,
         attachment: &str,
         tool: &str,
         arguments: serde_json::Value,
+        at: Option<SurfaceRevision>,
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<CallResult, Error>> + Send + use<'s, D, S> {
         let name = tool.to_owned();
@@ -883,7 +986,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             tool,
             timeout,
             move |record, owner, config, init, now| {
-                Operation::call(
+                let op = Operation::call(
                     record,
                     owner,
                     &name,
@@ -892,7 +995,11 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
                     init,
                     os_entropy(),
                     now,
-                )
+                )?;
+                Ok(match at {
+                    Some(at) => op.pinned_to(at),
+                    None => op,
+                })
             },
         )
     }
@@ -1311,17 +1418,22 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         )
     }
 
-    /// Shuts the manager down: nothing more starts (every operation, and
-    /// `attach`, answers [`Error::ShutDown`]); the store lock of every
-    /// operation still running is given back now (awaiting the store), so
-    /// another worker can serve those conversations at once; its kept legs
-    /// and connections are closed. It does not wait for running operations: one
-    /// still running goes on to its end without the lock, and its record's
-    /// write is fenced by the generation (a worker that took the conversation
-    /// over and wrote first wins, and this one's write is refused as
-    /// `store_conflict`). Calling it again does nothing more. It cannot fail: a
-    /// lock it could not give back (the store unreachable) is logged and frees
-    /// when its lease runs out.
+    /// Shuts the manager down, keeping one writer per conversation:
+    /// nothing more starts (every operation, and `attach`, answers
+    /// [`Error::ShutDown`]: nothing was sent, retryable on another worker);
+    /// the operations in flight get the shutdown's grace
+    /// ([`HumanPlusBuilder::shutdown_grace`], 10 s by default) to finish,
+    /// each keeping its lock, so another worker cannot write beside it; one
+    /// still running when the grace ends is ended then (a call that was
+    /// sent is answered [`Error::CallTimeout`], outcome unknown; one that
+    /// had sent nothing that acts, [`Error::ShutDown`]) and stores its
+    /// record; only then is its lock given back. It returns when every
+    /// operation has ended (at the latest shortly after the grace: a lock
+    /// still held then, by an operation stuck in the store, is given back
+    /// and logged). Its kept legs and connections are closed. Calling it
+    /// again does nothing more. It cannot fail: a lock it could not give
+    /// back (the store unreachable) is logged and frees when its lease runs
+    /// out.
     ///
     /// What a service calls when it is told to stop (SIGTERM: a rolling deploy,
     /// a node drained), before it exits:
@@ -1339,14 +1451,25 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     pub async fn shutdown(&self) {
         let inner = &*self.inner;
         inner.shut.store(true, Ordering::SeqCst);
-        let held: Vec<Arc<Held>> = inner
-            .holding
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        for lock in held {
+        let grace_end = D::now() + inner.shutdown_grace;
+        for lock in self.held_locks() {
+            lock.halt.halt_at(grace_end);
+        }
+        // The operations end by the grace and give their locks back
+        // themselves, after storing their records.
+        let settle_end = grace_end + SHUTDOWN_SETTLE;
+        while !self.held_locks().is_empty() && D::now() < settle_end {
+            if <D::Flavour as Flavour>::BLOCKING {
+                std::thread::sleep(SHUTDOWN_LOOK);
+            } else {
+                D::sleep(SHUTDOWN_LOOK).await;
+            }
+        }
+        for lock in self.held_locks() {
+            tracing::warn!(
+                attachment = %lock.guard.id(),
+                "shutdown: an operation still held its lock after the grace; given back now"
+            );
             lock.stop();
             if let Err(e) = inner.store.release(&lock.guard).await {
                 tracing::warn!(
@@ -1361,6 +1484,17 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         drop(warm);
         inner.driver.close_idle();
         tracing::debug!("manager shut down");
+    }
+
+    /// The locks this manager's operations hold now.
+    fn held_locks(&self) -> Vec<Arc<Held>> {
+        self.inner
+            .holding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// [`Error::ShutDown`] once [`HumanPlus::shutdown`] was called.
@@ -1439,7 +1573,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         let inner = &*self.inner;
         let deadline = D::now() + config.transport.timeout;
         let (guard, queued) = self.take_turn(&id, deadline).await?;
-        let lock = Arc::new(Held::new(guard, inner.lock_lease));
+        let lock = Arc::new(Held::new(guard, inner.lock_lease, deadline));
         let held = Holding::new(&inner.holding, &id, &lock);
         if inner.shut.load(Ordering::SeqCst) {
             // Shut down while it waited: give the lock back, start nothing.
@@ -1452,7 +1586,9 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             let mut op = {
                 let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
                 start(record, owner, config, &cache, D::now())?
-            };
+            }
+            // A shutdown's grace ends it (`shutdown`).
+            .with_halt(lock.halt.clone());
             if queued {
                 // It waited behind another operation of this manager: what
                 // is left of its timeout bounds it as a whole.
@@ -1473,6 +1609,12 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             };
             futures_lite::future::or(work, renewing).await
         };
+        // Ended by a shutdown's grace before anything that acts was sent:
+        // nothing was sent, another worker serves it.
+        let result = match result {
+            Err(Error::Timeout) if lock.halt.at().is_some() => Err(Error::ShutDown),
+            other => other,
+        };
         lock.stop();
         // Not held here any more before the lock is given back: the next
         // holder marks it again once it has the lock.
@@ -1491,16 +1633,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     }
 
     /// Takes the attachment's store lock for an operation promised to end
-    /// by `deadline`. While an operation of this manager holds it (waiting
-    /// for the surface, say), the wait lasts as long as `deadline` allows
-    /// and ends as [`Error::Timeout`]: the caller asked for an answer
-    /// within its timeout, the other operation is waiting on the surface,
-    /// and the store is not at fault (issue 27's rule, kept). A lock held
-    /// elsewhere (another process, another manager) is waited for up to
-    /// the store's lock wait or the deadline, whichever comes first, and
-    /// then answered [`Error::Busy`], with when a retry may succeed (the
-    /// holder's lease left, as the store last saw it). Also says whether
-    /// the operation waited behind one of this manager's.
+    /// by `deadline`, waiting at most the store's lock wait (or the
+    /// deadline, whichever comes first) whoever holds it: another process,
+    /// another manager, or another operation of this manager (a call of
+    /// the same worker on a page that does not answer must not take every
+    /// thread of the worker with it; issue 39 ends issue 27's rule that a
+    /// wait behind one of ours lasted the whole timeout). When the wait
+    /// runs out it answers [`Error::Busy`], with when a retry may succeed:
+    /// for one of ours, when that operation is promised to end; for a lock
+    /// held elsewhere, the holder's lease left, as the store last saw it.
+    /// Also says whether the operation waited behind one of this manager's.
     async fn take_turn(&self, id: &str, deadline: Instant) -> Result<(LockGuard, bool), Error> {
         let inner = &*self.inner;
         let asked = D::now();
@@ -1511,11 +1653,8 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             let lock_left = inner
                 .lock_wait
                 .saturating_sub(now.saturating_duration_since(asked));
-            let local = self.held_here(id);
-            queued |= local;
-            // Behind one of ours the operation's own deadline bounds the
-            // wait; elsewhere the lock wait too.
-            let bound = if local { left } else { left.min(lock_left) };
+            queued |= self.held_here(id);
+            let bound = left.min(lock_left);
             let lock = async { Some(inner.store.lock_within(id, inner.lock_lease, bound).await) };
             let wait = async {
                 D::sleep(bound).await;
@@ -1528,13 +1667,23 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
                 Some(Err(e)) => return Err(e),
                 None => None,
             };
-            if D::now() < deadline && self.held_here(id) {
-                // One of ours holds it now: wait on, up to the deadline.
-                continue;
-            }
-            if queued {
-                tracing::debug!(attachment = %id, "no turn on the attachment before the deadline");
-                return Err(Error::Timeout);
+            let now = D::now();
+            if let Some(ours) = self.holder_here(id) {
+                if now < deadline && now.saturating_duration_since(asked) < inner.lock_wait {
+                    // One of ours took it meanwhile: wait on, within the
+                    // same bounds.
+                    continue;
+                }
+                let retry_after = ours
+                    .deadline
+                    .saturating_duration_since(now)
+                    .clamp(MIN_RETRY_AFTER, inner.lock_lease.max(MIN_RETRY_AFTER));
+                tracing::debug!(
+                    attachment = %id,
+                    retry_after_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
+                    "another call of this worker holds the attachment"
+                );
+                return Err(Error::Busy(Busy::new(retry_after)));
             }
             let busy = match busy {
                 Some(busy) => busy,
@@ -1576,6 +1725,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             Some(Err(e)) if !e.is_retryable() => Err(e),
             _ => Ok(Err(Busy::new(inner.lock_lease))),
         }
+    }
+
+    /// The lock an operation of this manager holds on attachment `id`.
+    fn holder_here(&self, id: &str) -> Option<Arc<Held>> {
+        self.inner
+            .holding
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
     }
 
     /// Whether an operation of this manager holds attachment `id`'s lock.
@@ -1648,6 +1807,12 @@ fn reusable(existing: &SurfaceAttachment, wanted: &SurfaceAttachment) -> bool {
     existing.is_attached() && existing.invitation() == wanted.invitation()
 }
 
+/// The least a busy answer behind a call of this worker asks to wait.
+const MIN_RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// How often a shutdown looks whether its operations have ended.
+const SHUTDOWN_LOOK: Duration = Duration::from_millis(10);
+
 /// How long the attempt after a lock wait that ran out on the runtime's
 /// timer may take (one round trip to the store).
 const LAST_ATTEMPT: Duration = Duration::from_secs(1);
@@ -1695,6 +1860,7 @@ pub struct HumanPlusBuilder<D: Driver, S = InMemoryAttachmentStore> {
     connect_timeout: Duration,
     lock_lease: Duration,
     lock_wait: Duration,
+    shutdown_grace: Duration,
 }
 
 impl<D: Driver, S> fmt::Debug for HumanPlusBuilder<D, S> {
@@ -1735,6 +1901,7 @@ impl<D: Driver> HumanPlusBuilder<D, InMemoryAttachmentStore> {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             lock_lease: DEFAULT_LEASE,
             lock_wait: DEFAULT_LOCK_WAIT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -1783,6 +1950,7 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
             connect_timeout: self.connect_timeout,
             lock_lease: self.lock_lease,
             lock_wait: self.lock_wait,
+            shutdown_grace: self.shutdown_grace,
         }
     }
 
@@ -1871,6 +2039,29 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
         self
     }
 
+    /// How long [`HumanPlus::shutdown`] lets the operations in flight
+    /// finish (default [`DEFAULT_SHUTDOWN_GRACE`], 10 s). Each keeps its
+    /// lock meanwhile, so no other worker writes beside it; one still
+    /// running when the grace ends is ended then (a call that was sent is
+    /// answered [`Error::CallTimeout`]: it may have been applied), and only
+    /// then is its lock given back. Set it below the grace the process
+    /// itself gets (SIGTERM to SIGKILL).
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::time::Duration;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// let human_plus = HumanPlus::builder(config).shutdown_grace(Duration::from_secs(5)).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
     /// How long an operation waits for a store lock another worker holds
     /// before answering [`Error::Busy`] (default [`DEFAULT_LOCK_WAIT`],
     /// never longer than the operation's own timeout). A queue worker that
@@ -1936,6 +2127,7 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
             connect_timeout: self.connect_timeout,
             lock_lease: self.lock_lease,
             lock_wait: self.lock_wait,
+            shutdown_grace: self.shutdown_grace,
         }
     }
 }

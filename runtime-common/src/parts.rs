@@ -19,4 +19,6 @@ pub struct Parts<D, S> {
     pub lock_lease: Duration,
     /// How long an operation waits for the store lock.
     pub lock_wait: Duration,
+    /// How long a shutdown lets the operations in flight finish.
+    pub shutdown_grace: Duration,
 }

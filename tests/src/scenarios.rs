@@ -705,71 +705,106 @@ pub fn lease_renewed_while_running<R: Runtime>(leg: LegKind) {
         .unwrap();
 }
 
-/// A manager shut down while one of its operations holds an attachment
-/// (the page's reply to it lost, so it would hold it for its whole
-/// timeout) gives the lock back at once: another manager on the same store
-/// serves the attachment while that operation is still running. The
-/// operation ends on its own within its timeout, and the shut-down manager
-/// starts nothing more.
-pub fn shutdown_frees_at_once<R: Runtime>(leg: LegKind) {
-    let env = Env::start();
-    let timeout = Duration::from_secs(5);
+/// A manager shut down while one of its calls is held on a frozen page
+/// (the page applies the write, its reply is lost) keeps one writer
+/// (issue 39): the call keeps its lock for the shutdown's grace, so
+/// another manager on the same store sends nothing meanwhile (busy); when
+/// the grace ends the call is answered as outcome unknown (never as not
+/// applied), and only then does the lock go back and the other manager
+/// serve. New operations on the stopping manager are refused, retryably,
+/// with nothing sent.
+pub fn shutdown_keeps_one_writer<R: Runtime>(leg: LegKind) {
+    let env = Env::with(EnvOptions {
+        rewrite: Some(crate::replica::lose_held_replies()),
+        ..EnvOptions::default()
+    });
+    let timeout = Duration::from_secs(8);
+    let grace = Duration::from_millis(1500);
     let config = ManagerConfig::new(env.egress(), sheet_trust(vec![])).transport(
         TransportConfig::default()
             .receive_leg(leg.receive_leg())
             .timeout(timeout),
     );
-    let first = client_with::<R>(&env, config.clone(), |_| {});
-    let second = client_with::<R>(&env, config, |s| s.store = first.store().clone());
+    let first = client_with::<R>(&env, config.clone(), |s| s.shutdown_grace = grace);
+    let second = client_with::<R>(&env, config, |s| {
+        s.store = first.store().clone();
+        s.lock_wait = Duration::from_millis(200);
+    });
     let a = first.attach(OWNER, env.invitation(), agent()).unwrap();
-    env.faults(Faults::new().drop_replies_times(1));
+    first
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
     let held = {
         let (first, id) = (Arc::clone(&first), a.id().to_owned());
         thread::spawn(move || {
-            let start = Instant::now();
-            let r = first.call(OWNER, &id, "sheet_get_cell", json!({"address": "A1"}));
-            (r, start.elapsed())
+            let r = first.call(
+                OWNER,
+                &id,
+                "sheet_set_cell",
+                json!({"address": "A1", "value": "held:agent"}),
+            );
+            (r, Instant::now())
         })
     };
     let start = Instant::now();
-    while env.surface().requests("initialize") == 0 {
-        assert!(start.elapsed() < Duration::from_secs(5), "no request came");
+    while env.surface().cell("A1").as_deref() != Some("held:agent") {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the write never came"
+        );
         thread::sleep(Duration::from_millis(10));
     }
-    // The first manager's operation holds the lock, waiting for a reply
-    // that will not come.
-    let e = human_plus_store::AttachmentStore::lock(
-        first.store(),
-        a.id(),
-        Duration::from_secs(1),
-        Duration::ZERO,
-    )
-    .unwrap_err();
-    assert!(e.is_busy(), "{e}");
-
-    first.shutdown();
-    let served = second
-        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
-        .unwrap();
-    assert!(served.revision.is_some());
-    assert!(
-        !held.is_finished(),
-        "served while the first operation still ran"
-    );
-    let (r, took) = held.join().unwrap();
+    let shutting = {
+        let first = Arc::clone(&first);
+        thread::spawn(move || {
+            first.shutdown();
+            Instant::now()
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    // Stopping: nothing new starts, retryably, nothing sent.
+    let e = first
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "B1"}))
+        .unwrap_err();
+    assert_eq!(e, Error::ShutDown);
+    assert!(e.is_retryable());
+    // The other manager sends nothing while the first call runs.
+    let calls = env.surface().calls().len();
+    let e = second
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "A1", "value": "other"}),
+        )
+        .unwrap_err();
+    assert!(e.is_busy(), "{e:?}");
+    assert_eq!(env.surface().calls().len(), calls, "nothing was sent");
+    let (r, ended) = held.join().unwrap();
     let e = r.unwrap_err();
-    // A timeout (a read), or its record's write fenced if it wrote.
     assert!(
-        matches!(e, Error::Timeout | Error::StoreConflict { .. }),
-        "{e:?}"
+        e.outcome_unknown(),
+        "an applied write answered as not applied: {e:?}"
     );
-    assert!(took < timeout + Duration::from_secs(2), "{took:?}");
-    assert_eq!(
-        first
-            .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
-            .unwrap_err(),
-        Error::ShutDown
-    );
+    assert_eq!(e.code(), "call_timeout");
+    let took = ended.duration_since(start);
+    assert!(took >= grace - Duration::from_millis(200), "{took:?}");
+    assert!(took < grace + Duration::from_secs(2), "{took:?}");
+    let returned = shutting.join().unwrap();
+    assert!(returned >= ended, "shutdown returned before its call ended");
+    assert_eq!(env.surface().cell("A1").as_deref(), Some("held:agent"));
+    // The other manager serves it now: the page answers (a read pinned
+    // before the held write is refused, telling what changed: the
+    // stopped replica's own write).
+    let served = second.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}));
+    match served {
+        Ok(_) => {}
+        Err(Error::SurfaceChangedUnderYou(refusal)) => {
+            assert!(!refusal.was_repeat());
+            assert!(refusal.current().is_some(), "{refusal}");
+        }
+        Err(e) => panic!("{e:?}"),
+    }
     assert_eq!(
         first
             .attach(OWNER, env.invitation(), agent())
@@ -777,10 +812,160 @@ pub fn shutdown_frees_at_once<R: Runtime>(leg: LegKind) {
             .code(),
         "manager_shut_down"
     );
-    // The other manager goes on.
-    second
-        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "B1"}))
+}
+
+/// A wait behind a call of the same manager on a page that does not
+/// answer is bounded by the lock wait and answered busy, with a
+/// `retry_after` no later than that call's end (issue 39): one hung page
+/// never takes every thread of a worker.
+pub fn busy_behind_our_own<R: Runtime>(leg: LegKind) {
+    let env = Env::with(EnvOptions {
+        rewrite: Some(crate::replica::lose_held_replies()),
+        ..EnvOptions::default()
+    });
+    let timeout = Duration::from_secs(4);
+    let config = ManagerConfig::new(env.egress(), sheet_trust(vec![])).transport(
+        TransportConfig::default()
+            .receive_leg(leg.receive_leg())
+            .timeout(timeout),
+    );
+    let wait = Duration::from_millis(300);
+    let hp = client_with::<R>(&env, config, |s| s.lock_wait = wait);
+    let a = hp.attach(OWNER, env.invitation(), agent()).unwrap();
+    hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
         .unwrap();
+    let held = {
+        let (hp, id) = (Arc::clone(&hp), a.id().to_owned());
+        thread::spawn(move || {
+            hp.call(
+                OWNER,
+                &id,
+                "sheet_set_cell",
+                json!({"address": "A2", "value": "held:agent"}),
+            )
+        })
+    };
+    let start = Instant::now();
+    while env.surface().calls().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the call never came"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let asked = Instant::now();
+    let e = hp
+        .call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A3"}))
+        .unwrap_err();
+    let took = asked.elapsed();
+    assert!(e.is_busy() && e.is_retryable(), "{e:?}");
+    assert!(took >= wait - Duration::from_millis(50), "{took:?}");
+    assert!(took < wait + Duration::from_millis(1200), "{took:?}");
+    assert!(e.retry_after().unwrap() <= timeout, "{e:?}");
+    assert_eq!(held.join().unwrap().unwrap_err().code(), "call_timeout");
+}
+
+/// Every decision carries the revision it was made at (issue 39): two
+/// writes decided at one read, a person's edit between them: both refused
+/// (the second was pinned to its own read, not to the pin the first's
+/// refusal moved), the person's values stand; the identical repeat of a
+/// refused call is refused here, not sent, with a feed and without; an
+/// attach that proves itself learns the page's revision from its feed, so
+/// the first call is pinned.
+pub fn decisions_carry_their_revision<R: Runtime>(leg: LegKind) {
+    for feed in [true, false] {
+        let env = Env::with(EnvOptions {
+            change_feed: feed,
+            ..EnvOptions::default()
+        });
+        let hp = R::client(env.setup(leg.receive_leg(), sheet_trust(vec![])));
+        let attached = hp
+            .attach_verified(OWNER, env.invitation(), agent())
+            .unwrap();
+        let id = attached.attachment.id().to_owned();
+        assert_eq!(
+            attached.attachment.revision().is_some(),
+            feed,
+            "feed {feed}: the attach learns the revision from the feed"
+        );
+        // A person's edit after the attach: the first write is refused
+        // where the page keeps a feed.
+        env.surface().person().set_cell("B2", "person-0").unwrap();
+        let first = hp.call(
+            OWNER,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "B2", "value": "agent-0"}),
+        );
+        if feed {
+            assert_eq!(
+                first.unwrap_err().code(),
+                "surface_changed_under_you",
+                "the first write is pinned"
+            );
+            assert_eq!(env.surface().cell("B2").as_deref(), Some("person-0"));
+        } else {
+            first.unwrap();
+        }
+        let write = env
+            .surface()
+            .calls()
+            .into_iter()
+            .find(|c| c.tool == "sheet_set_cell")
+            .unwrap();
+        assert_eq!(write.pinned.is_some(), feed, "feed {feed}: {write:?}");
+
+        let read = hp
+            .call(
+                OWNER,
+                &id,
+                "sheet_get_range",
+                json!({"start": "A1", "end": "B9"}),
+            )
+            .unwrap();
+        let at = read.revision_to_carry().cloned().expect("a revision");
+        env.surface().person().set_cell("A3", "person-1").unwrap();
+        let one = json!({"address": "A3", "value": "agent-1"});
+        let e = hp
+            .call_at(OWNER, &id, "sheet_set_cell", one.clone(), at.clone())
+            .unwrap_err();
+        assert_eq!(e.code(), "surface_changed_under_you", "feed {feed}: {e}");
+        // The second decision, made at the same read, carries it: refused
+        // too, though the first refusal moved the stored pin.
+        let two = json!({"address": "A9", "value": "agent-2"});
+        let e = hp
+            .call_at(OWNER, &id, "sheet_set_cell", two, at.clone())
+            .unwrap_err();
+        assert_eq!(e.code(), "surface_changed_under_you", "feed {feed}: {e}");
+        assert_eq!(env.surface().cell("A3").as_deref(), Some("person-1"));
+        assert_eq!(env.surface().cell("A9"), None);
+        // The blind repeat: refused here, nothing sent.
+        let sent = env.surface().calls().len();
+        let e = hp
+            .call(OWNER, &id, "sheet_set_cell", one.clone())
+            .unwrap_err();
+        let Error::SurfaceChangedUnderYou(refusal) = &e else {
+            panic!("{e:?}")
+        };
+        assert!(refusal.was_repeat(), "feed {feed}: {e}");
+        assert!(e.to_string().contains("was NOT sent"), "{e}");
+        assert_eq!(env.surface().calls().len(), sent, "feed {feed}: sent");
+        // A read answered lifts it; a write decided on that read lands.
+        let read = hp
+            .call(OWNER, &id, "sheet_get_cell", json!({"address": "A3"}))
+            .unwrap();
+        let at = read.revision_to_carry().cloned().unwrap();
+        hp.call_at(
+            OWNER,
+            &id,
+            "sheet_set_cell",
+            json!({"address": "A9", "value": "agent-3"}),
+            at,
+        )
+        .unwrap();
+        assert_eq!(env.surface().cell("A9").as_deref(), Some("agent-3"));
+        assert_eq!(env.surface().cell("A3").as_deref(), Some("person-1"));
+    }
 }
 
 /// What a fault must produce.

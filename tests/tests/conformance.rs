@@ -66,12 +66,24 @@ macro_rules! suite {
                 scenarios::lease_renewed_while_running::<$runtime>(LegKind::Sse);
             }
             #[test]
-            fn shutdown_frees_at_once_sse() {
-                scenarios::shutdown_frees_at_once::<$runtime>(LegKind::Sse);
+            fn shutdown_keeps_one_writer_sse() {
+                scenarios::shutdown_keeps_one_writer::<$runtime>(LegKind::Sse);
             }
             #[test]
-            fn shutdown_frees_at_once_poll() {
-                scenarios::shutdown_frees_at_once::<$runtime>(LegKind::Poll);
+            fn shutdown_keeps_one_writer_poll() {
+                scenarios::shutdown_keeps_one_writer::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn busy_behind_our_own_sse() {
+                scenarios::busy_behind_our_own::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn decisions_carry_their_revision_sse() {
+                scenarios::decisions_carry_their_revision::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn decisions_carry_their_revision_poll() {
+                scenarios::decisions_carry_their_revision::<$runtime>(LegKind::Poll);
             }
             #[test]
             fn faults_sse() {

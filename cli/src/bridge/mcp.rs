@@ -1818,6 +1818,16 @@ mod tests {
             lock(&self.timeouts).push(Some(t));
             self.answer(o, a, tool, v)
         }
+        fn call_at(
+            &self,
+            o: &str,
+            a: &str,
+            tool: &str,
+            v: Value,
+            _: human_plus_core::SurfaceRevision,
+        ) -> Result<CallResult, Error> {
+            self.answer(o, a, tool, v)
+        }
         fn take_seen(&self, _: &str, _: &str) -> Result<Seen, Error> {
             Ok(Seen::default())
         }

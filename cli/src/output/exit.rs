@@ -219,7 +219,7 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::Timeout | Error::CallTimeout(_) => TIMEOUT,
         Error::Transport(t) if t.kind() == human_plus_core::TransportErrorKind::Timeout => TIMEOUT,
         Error::ToolFailed { .. } | Error::SurfaceError(_) => TOOL_ERROR,
-        Error::DeliveryUnknown(_) => DELIVERY_UNKNOWN,
+        Error::DeliveryUnknown(_) | Error::Unrecorded(_) => DELIVERY_UNKNOWN,
         Error::ProxyAuthRequired(_) => PROXY_AUTH,
         _ => RELAY_FAILED,
     }

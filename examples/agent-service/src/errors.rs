@@ -64,9 +64,10 @@ pub fn status_of_code(code: &str) -> StatusCode {
         | "surface_error"
         | "transport_failed"
         | "proxy_auth_required"
-        | "delivery_unknown" => StatusCode::BAD_GATEWAY,
+        | "delivery_unknown"
+        | "call_unrecorded" => StatusCode::BAD_GATEWAY,
         "attachment_busy" | "manager_shut_down" => StatusCode::SERVICE_UNAVAILABLE,
-        "timeout" => StatusCode::GATEWAY_TIMEOUT,
+        "timeout" | "call_timeout" => StatusCode::GATEWAY_TIMEOUT,
         // store_failed (the record may not have been kept after the page
         // acted), and any code a later version adds.
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -84,7 +85,7 @@ impl IntoResponse for ApiError {
                 let body = json!({
                     "code": e.code(),
                     "message": e.to_string(),
-                    "retryable": e.is_retryable() || e.code() == "manager_shut_down",
+                    "retryable": e.is_retryable(),
                     "outcome_unknown": e.outcome_unknown(),
                     "retry_after_ms": e.retry_after().map(|d| d.as_millis()),
                 });
@@ -106,6 +107,13 @@ impl IntoResponse for ApiError {
         let code = body["code"].as_str().unwrap_or_default();
         tracing::info!(status = status.as_u16(), code, "answered with an error");
         let mut response = (status, Json(body)).into_response();
+        // A refusal that told what changed carries the revision to decide
+        // at (`If-Match` on the next call).
+        if let ApiError::HumanPlus(Error::SurfaceChangedUnderYou(refusal)) = &self
+            && let Some(tag) = crate::etag(refusal.revision_to_carry())
+        {
+            response.headers_mut().insert(header::ETAG, tag);
+        }
         if let Some(secs) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
             response.headers_mut().insert(header::RETRY_AFTER, secs);
         }

@@ -7,14 +7,14 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use human_plus_tokio::{
     AsyncRedisAttachmentStore, AttachmentSummary, CallResult, Discovery, Error, HumanPlus,
-    LinkOptions, Participant, RedisConfig, SurfaceChanges, SurfaceInvitation,
+    LinkOptions, Participant, RedisConfig, SurfaceChanges, SurfaceInvitation, SurfaceRevision,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -116,36 +116,88 @@ async fn tools(
     ))
 }
 
+/// The revision a request's `If-Match: "<token>"` names: the revision the
+/// caller's decision was made at (an `ETag` this service answered).
+fn if_match(headers: &HeaderMap) -> Result<Option<SurfaceRevision>, ApiError> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    // Anything but one quoted entity tag reads as empty: invalid_revision.
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().strip_prefix('"')?.strip_suffix('"'))
+        .unwrap_or_default();
+    Ok(Some(
+        SurfaceRevision::observed(token, "If-Match").map_err(Error::InvalidRevision)?,
+    ))
+}
+
+/// `ETag: "<token>"` for an answer that observed `revision` (none when the
+/// token cannot be written as an entity tag).
+pub(crate) fn etag(revision: Option<&SurfaceRevision>) -> Option<HeaderValue> {
+    let token = revision?.token();
+    if token.contains('"') {
+        return None;
+    }
+    HeaderValue::from_str(&format!("\"{token}\"")).ok()
+}
+
+/// A JSON answer with its `ETag`, when it observed a revision.
+fn tagged<T: serde::Serialize>(body: T, revision: Option<&SurfaceRevision>) -> Response {
+    let tag = etag(revision);
+    let mut response = Json(body).into_response();
+    if let Some(tag) = tag {
+        response.headers_mut().insert(header::ETAG, tag);
+    }
+    response
+}
+
 async fn call(
     State(app): State<App>,
     Path(conversation): Path<String>,
+    headers: HeaderMap,
     Json(body): Json<CallBody>,
-) -> Result<Json<CallResult>, ApiError> {
+) -> Result<Response, ApiError> {
+    let decided_at = if_match(&headers)?;
     let id = app.id_of(&conversation).await?;
     let (owner, tool, arguments) = (&app.owner, &body.tool, body.arguments);
-    let result = match body.timeout_ms {
-        Some(ms) => {
-            let bound = Duration::from_millis(ms);
+    let bound = body.timeout_ms.map(Duration::from_millis);
+    let result: CallResult = match (decided_at, bound) {
+        (Some(at), Some(bound)) => {
+            let calling = app
+                .human_plus
+                .call_at_with_timeout(owner, &id, tool, arguments, at, bound);
+            app.run(true, calling).await?
+        }
+        (Some(at), None) => {
+            let calling = app.human_plus.call_at(owner, &id, tool, arguments, at);
+            app.run(true, calling).await?
+        }
+        (None, Some(bound)) => {
             let calling = app
                 .human_plus
                 .call_with_timeout(owner, &id, tool, arguments, bound);
             app.run(true, calling).await?
         }
-        None => {
+        (None, None) => {
             let calling = app.human_plus.call(owner, &id, tool, arguments);
             app.run(true, calling).await?
         }
     };
-    Ok(Json(result))
+    let tag = result.revision_to_carry().cloned();
+    Ok(tagged(result, tag.as_ref()))
 }
 
 async fn changes(
     State(app): State<App>,
     Path(conversation): Path<String>,
-) -> Result<Json<SurfaceChanges>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = app.id_of(&conversation).await?;
     let reading = app.human_plus.changes_since(&app.owner, &id);
-    Ok(Json(app.run(false, reading).await?))
+    let answer: SurfaceChanges = app.run(false, reading).await?;
+    let tag = answer.revision().cloned();
+    Ok(tagged(answer, tag.as_ref()))
 }
 
 async fn detach(
@@ -198,7 +250,12 @@ async fn main() -> std::process::ExitCode {
 async fn serve(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let store_config = RedisConfig::new(settings.redis_url, settings.keyring);
     let store = AsyncRedisAttachmentStore::connect(store_config).await?;
-    let human_plus = HumanPlus::builder(settings.manager).store(store).build()?;
+    // A SIGTERM lets the calls in flight finish within the grace, each
+    // keeping its conversation's lock (one writer), then ends them.
+    let human_plus = HumanPlus::builder(settings.manager)
+        .store(store)
+        .shutdown_grace(settings.grace)
+        .build()?;
     let (stop, stopped) = watch::channel(false);
     let app = App {
         human_plus: human_plus.clone(),
@@ -222,14 +279,17 @@ async fn serve(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
             tracing::error!("cannot wait for SIGTERM: {e}");
         }
         let asked = Instant::now();
-        // The other replicas can serve this one's conversations now.
+        // Nothing new starts; the calls in flight finish (or end at the
+        // grace), then their conversations go back to the other replicas.
         human_plus.shutdown().await;
         tracing::info!(
             ms = asked.elapsed().as_millis(),
             "stopping: conversations given back"
         );
+        // A request still running now is past the library's grace (stuck
+        // outside it): it ends shortly.
         tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
+            tokio::time::sleep(grace.min(Duration::from_secs(2))).await;
             let _ = stop.send(true);
         });
     };
