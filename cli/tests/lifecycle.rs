@@ -751,7 +751,13 @@ fn a_write_in_flight_when_the_session_ends_is_never_sent_again() {
     assert_eq!(write.is_error, Some(true), "{}", text(&write));
     let code = meta(&write, "code");
     assert!(
-        ["surface_unavailable", "delivery_unknown", "timeout"].contains(&code.as_str().unwrap()),
+        [
+            "surface_unavailable",
+            "delivery_unknown",
+            "timeout",
+            "call_timeout"
+        ]
+        .contains(&code.as_str().unwrap()),
         "{code}: {}",
         text(&write)
     );
@@ -934,7 +940,7 @@ fn on_a_silent_page_only_the_first_call_waits(runtime: &str) {
         (r, asked.elapsed())
     };
     let (first, waited) = timed("sheet_get_cell", cell("B4"));
-    assert_eq!(meta(&first, "code"), "timeout", "{}", text(&first));
+    assert_eq!(meta(&first, "code"), "call_timeout", "{}", text(&first));
     assert!(waited >= Duration::from_secs(2), "{waited:?}");
     let mut took = Vec::new();
     for (tool, arguments) in [

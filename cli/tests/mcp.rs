@@ -572,7 +572,7 @@ fn a_call_is_bounded_by_the_timeout_its_request_carries() {
         assert_eq!(r.is_error, Some(true));
         let code = meta_of(&r);
         assert!(
-            code == "timeout" || code == "delivery_unknown",
+            code == "call_timeout" || code == "delivery_unknown",
             "{code}: {}",
             text(&r)
         );

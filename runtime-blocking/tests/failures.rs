@@ -34,10 +34,7 @@ fn a_gone_session_is_terminal_on_both_legs() {
             hp.status(OWNER, a.id()).unwrap().state(),
             AttachmentState::SurfaceUnavailable
         );
-        assert_eq!(
-            read(&hp, a.id()).unwrap_err(),
-            Error::NotAttached(AttachmentState::SurfaceUnavailable)
-        );
+        assert_eq!(read(&hp, a.id()).unwrap_err(), Error::SurfaceUnavailable);
     }
 }
 
@@ -80,7 +77,7 @@ fn a_wrong_token_is_unauthorized_and_terminal_on_both_legs() {
         );
         assert_eq!(
             hp.tools(OWNER, a.id()).unwrap_err(),
-            Error::NotAttached(AttachmentState::AttachmentUnauthorized)
+            Error::AttachmentUnauthorized(Unauthorized::Relay)
         );
     }
 }
