@@ -12,11 +12,21 @@
 //!   character of the id as a `\uXXXX` escape (valid JSON a surface may
 //!   send): both must find the reply;
 //! - `encode_request` writes one line of JSON that reads back as the
-//!   request, and `RequestIds` never repeats.
+//!   request, and `RequestIds` never repeats;
+//! - the path SSE frames take (`correlate_text`, its envelope read with the
+//!   members' values skipped) agrees with `correlate` on every frame `Value`
+//!   reads: the same frames are replies, the `result` text it notes reads
+//!   as the reply's `result`, its error flag is a non-null `error`; a frame
+//!   `Value` refuses is never a reply `Value` can read;
+//! - `notice` on the bytes agrees with `notice_of` on the parsed frame, and
+//!   an `encode_notification` frame reads back as its method and params.
 
 #![no_main]
 
-use human_plus_core::{Correlation, RequestIds, correlate, correlate_bytes, encode_request};
+use human_plus_core::{
+    Correlation, RequestIds, correlate, correlate_bytes, encode_notification, encode_request,
+    fuzz_correlate_text, notice, notice_of,
+};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 
@@ -37,8 +47,51 @@ fn escaped(s: &str) -> String {
     out
 }
 
+/// `correlate_text` (the SSE path) against the `Value` reading.
+fn text_agrees(frame: &[u8], expected: &str, parsed: Option<&Value>) {
+    let Ok(text) = std::str::from_utf8(frame) else {
+        return;
+    };
+    let by_text = fuzz_correlate_text(text, expected);
+    match parsed {
+        Some(v) => {
+            assert_eq!(
+                by_text.is_some(),
+                is_reply(v, expected),
+                "correlate_text disagrees with correlate"
+            );
+            if let Some((result, error, value)) = by_text {
+                assert_eq!(value.as_ref(), Some(v), "the reply reads as the frame");
+                let error_member = v.get("error").is_some_and(|e| !e.is_null());
+                assert_eq!(error, error_member, "the error flag");
+                match result {
+                    Some(r) => {
+                        assert!(!error);
+                        let read: Value =
+                            serde_json::from_str(&r).expect("the result text is JSON");
+                        assert_eq!(Some(&read), v.get("result"), "the result text");
+                    }
+                    None => assert!(error || v.get("result").is_none()),
+                }
+            }
+        }
+        None => {
+            if let Some((_, _, value)) = by_text {
+                assert!(value.is_none(), "Value refused it, then read it");
+            }
+        }
+    }
+}
+
 fn agree(frame: &[u8], expected: &str) -> Correlation {
     let by_bytes = correlate_bytes(frame, expected);
+    let parsed = serde_json::from_slice::<Value>(frame).ok();
+    text_agrees(frame, expected, parsed.as_ref());
+    assert_eq!(
+        notice(frame),
+        parsed.as_ref().and_then(notice_of),
+        "notice disagrees with notice_of"
+    );
     match serde_json::from_slice::<Value>(frame) {
         Ok(v) => {
             let reply = is_reply(&v, expected);
@@ -101,8 +154,14 @@ fuzz_target!(|data: &[u8]| {
             let back: Value = serde_json::from_slice(&line).expect("the frame is JSON");
             assert_eq!(back["jsonrpc"], "2.0");
             assert_eq!(back["id"], Value::String(expected.clone()));
-            assert_eq!(back["method"], Value::String(method));
+            assert_eq!(back["method"], Value::String(method.clone()));
             assert_eq!(back.get("params"), params.as_ref());
+            let note = encode_notification(&method, params.as_ref());
+            assert!(!note.contains(&b'\n'), "frames are single-line");
+            let note: Value = serde_json::from_slice(&note).expect("the frame is JSON");
+            assert_eq!(note["method"], Value::String(method));
+            assert!(note.get("id").is_none(), "a notification has no id");
+            assert_eq!(note.get("params"), params.as_ref());
             let reply = json!({"jsonrpc": "2.0", "id": back["id"], "error": {"code": 1}});
             assert!(matches!(
                 agree(reply.to_string().as_bytes(), &expected),

@@ -145,6 +145,12 @@ struct Relay<'a> {
     op_legs: Vec<RequestId>,
     seen_requests: BTreeSet<RequestId>,
     rpc_ids: BTreeSet<String>,
+    /// A `list_changed` / person-activity notice was sent during the
+    /// current operation.
+    pushed_list_changed: bool,
+    pushed_person_active: bool,
+    /// The last stale refusal sent: the current revision it named, if any.
+    refused_current: Option<Option<String>>,
 }
 
 impl<'a> Relay<'a> {
@@ -441,8 +447,23 @@ impl<'a> Relay<'a> {
         // Noise before the reply.
         let noise = self.draw();
         if noise > 200 {
-            let n = match noise % 5 {
+            let n = match noise % 10 {
                 0 => json!({"jsonrpc":"2.0","method":"notifications/peer_joined","params":{}}).to_string(),
+                5 => {
+                    self.pushed_list_changed = true;
+                    json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}).to_string()
+                }
+                6 => {
+                    self.pushed_person_active = true;
+                    json!({"jsonrpc":"2.0","method":"notifications/agent_activity","params":{"source":"user","action":"typing"}}).to_string()
+                }
+                7 => json!({"jsonrpc":"2.0","method":"notifications/agent_activity","params":{"source":"agent","agentId":"a-2"}}).to_string(),
+                8 => {
+                    // The method written with a `\u` escape: still the notice.
+                    self.pushed_list_changed = true;
+                    r#"{"jsonrpc":"2.0","method":"notifications/tools/\u006cist_changed"}"#.to_owned()
+                }
+                9 => json!({"jsonrpc":"2.0","id":"n1","method":"notifications/tools/list_changed"}).to_string(),
                 1 => json!({"jsonrpc":"2.0","id": format!("{}-other", id.as_str().unwrap_or("x")),"result":{}}).to_string(),
                 2 => json!({"jsonrpc":"2.0","id": 1,"result":{}}).to_string(),
                 3 => self.garbage(),
@@ -534,16 +555,58 @@ impl<'a> Relay<'a> {
                     .pointer("/_meta/revision")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                assert_eq!(
-                    pin, self.expected_pin,
-                    "the call is pinned to the stored revision"
-                );
+                if trace() {
+                    eprintln!(
+                        "tools/call {name} pinned {pin:?} (revision r{})",
+                        self.revision
+                    );
+                }
+                // The change-feed call that completes a stale refusal is
+                // pinned to the current revision the refusal named.
+                let recovering =
+                    matches!(&self.refused_current, Some(Some(c)) if pin.as_ref() == Some(c));
+                if !(recovering && name == "changes_since") {
+                    assert_eq!(
+                        pin, self.expected_pin,
+                        "the call is pinned to the stored revision"
+                    );
+                }
                 if self.enforce
                     && name != "changes_since"
                     && let Some(pin) = &pin
                     && pin != &format!("r{}", self.revision)
                 {
-                    return json!({"error": {"code": 409, "message": "stale", "data": {"code": "revision_mismatch"}}});
+                    // The refusal names the current revision, or not, in
+                    // each of the shapes a surface may use.
+                    let current = format!("r{}", self.revision);
+                    let data = match self.draw() % 8 {
+                        0 | 1 => json!({"code": "revision_mismatch"}),
+                        2 => json!({"code": "revision_mismatch", "current": current}),
+                        3 => json!({"code": "revision_stale", "currentRevision": current}),
+                        4 => json!({"reason": "conflict", "current_revision": current}),
+                        5 => {
+                            json!({"code": "revision_mismatch", "current": "   ", "revision": pin})
+                        }
+                        6 => json!({"code": "revision_mismatch", "current": "x".repeat(600)}),
+                        _ => json!({"code": "revision_mismatch", "current": self.revision}),
+                    };
+                    let named = match data.as_object().and_then(|d| {
+                        ["current", "currentRevision", "current_revision"]
+                            .iter()
+                            .find_map(|k| d.get(*k))
+                    }) {
+                        Some(Value::String(c)) if c == &current => Some(current.clone()),
+                        Some(Value::Number(n)) => Some(n.to_string()),
+                        _ => None,
+                    };
+                    if trace() {
+                        eprintln!("stale refusal, data {data}");
+                    }
+                    // A current revision equal to the refused pin is no
+                    // news: the core keeps the pin it has.
+                    let named = named.filter(|n| n != pin);
+                    self.refused_current = Some(named);
+                    return json!({"error": {"code": 409, "message": "stale", "data": data}});
                 }
                 let mut r = match name.as_str() {
                     "sheet_write" => {
@@ -806,6 +869,9 @@ fn drive<T: human_plus_core::OperationOutput>(
     mut op: Operation<T>,
 ) -> human_plus_core::Outcome<T> {
     let origin = relay.now;
+    relay.pushed_list_changed = false;
+    relay.pushed_person_active = false;
+    relay.refused_current = None;
     for step in 0..MAX_STEPS {
         if trace() && step % 20_000 == 19_999 {
             let pending: Vec<(RequestId, usize)> = relay
@@ -832,6 +898,13 @@ fn drive<T: human_plus_core::OperationOutput>(
                 "a finished operation wants a timer"
             );
             assert!(op.poll_outcome().is_none(), "an outcome is delivered once");
+            // Only a notice that was sent is seen.
+            if outcome.seen.list_changed {
+                assert!(relay.pushed_list_changed, "list_changed seen, never sent");
+            }
+            if outcome.seen.person_active {
+                assert!(relay.pushed_person_active, "a person seen, never sent");
+            }
             relay.conns.clear();
             relay.outbox.clear();
             relay.poll_queue.clear();
@@ -1002,6 +1075,9 @@ fn run(data: &[u8]) -> arbitrary::Result<()> {
         op_legs: Vec::new(),
         seen_requests: BTreeSet::new(),
         rpc_ids: BTreeSet::new(),
+        pushed_list_changed: false,
+        pushed_person_active: false,
+        refused_current: None,
     };
     let _ = relay.poll;
     let mut agent = Agent {
@@ -1079,6 +1155,23 @@ fn run(data: &[u8]) -> arbitrary::Result<()> {
                         // pin (the current one it learnt, else the refused
                         // one), so the next call cannot go out unpinned.
                         assert!(rec.revision().is_some(), "a stale refusal keeps a pin");
+                    }
+                    if !s.was_repeat()
+                        && let Some(named) = &relay.refused_current
+                    {
+                        // A refusal that named the current revision ends
+                        // with one: the feed's, else the one it named.
+                        if let Some(named) = named {
+                            let current = s.current().map(|c| c.token());
+                            assert!(current.is_some(), "the named current revision was lost");
+                            if !relay.mint {
+                                assert_eq!(
+                                    current,
+                                    Some(named.as_str()),
+                                    "the refusal's current revision"
+                                );
+                            }
+                        }
                     }
                     match s.current() {
                         Some(current) => assert_eq!(rec.revision(), Some(current)),

@@ -367,3 +367,28 @@ pub fn poll_check(data: &[u8], dialect: Dialect) {
     };
     assert_eq!(frames.len() + skipped, items, "frames + skipped = items");
 }
+
+/// Characters a terminal must never receive from a surface unescaped:
+/// controls (but the caller's line breaks), zero-width characters and
+/// joiners, direction marks, embeddings, overrides and isolates, the byte
+/// order mark, Unicode spaces other than U+0020, variation selectors and
+/// tags. Written out here, independently of the core's own list.
+pub fn must_be_escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00A0}'
+                | '\u{00AD}'
+                | '\u{061C}'
+                | '\u{1680}'
+                | '\u{180E}'
+                | '\u{2000}'..='\u{200F}'
+                | '\u{2028}'..='\u{202F}'
+                | '\u{205F}'..='\u{206F}'
+                | '\u{3000}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}

@@ -1401,6 +1401,15 @@ pub(crate) fn read_feed_frame(frame: &str, feed: ChangeFeed) -> Option<SurfaceCh
     (!top.is_error).then(|| top.answer(feed))
 }
 
+/// [`read_feed_frame`], for the fuzz targets only (compiled under
+/// `cargo fuzz`'s `--cfg fuzzing`, never in a release).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+#[must_use]
+pub fn fuzz_read_feed_frame(frame: &str, feed: ChangeFeed) -> Option<SurfaceChanges> {
+    read_feed_frame(frame, feed)
+}
+
 fn bool_text(b: bool) -> &'static str {
     if b { "true" } else { "false" }
 }

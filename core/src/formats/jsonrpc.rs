@@ -304,6 +304,25 @@ pub(crate) fn correlate_text(frame: String, expected: &str) -> Option<Reply> {
     })
 }
 
+/// What [`correlate_text`] makes of `frame`, for the fuzz targets only
+/// (compiled under `cargo fuzz`'s `--cfg fuzzing`, never in a release):
+/// `None` when it is not `expected`'s reply, else the reply's `result`
+/// text as it arrived, whether it carries a non-null `error`, and the
+/// frame read as a `Value` (`None` when `Value` refuses it).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+#[must_use]
+pub fn fuzz_correlate_text(
+    frame: &str,
+    expected: &str,
+) -> Option<(Option<String>, bool, Option<Value>)> {
+    let reply = correlate_text(frame.to_owned(), expected)?;
+    let result = reply.result_text().map(str::to_owned);
+    let error = matches!(reply, Reply::Text { error: true, .. });
+    debug_assert_eq!(reply.frame_text(), Some(frame));
+    Some((result, error, reply.into_value().ok()))
+}
+
 /// A frame's members that correlation reads; the last of duplicated
 /// members wins, as in `Value`.
 #[derive(Default)]
