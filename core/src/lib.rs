@@ -23,8 +23,8 @@
 //!
 //! | on a call | folder | what it holds |
 //! |---|---|---|
-//! | an invitation in | `invite/` | the invitation and the participant ([`SurfaceInvitation`]), the link a person shares ([`InvitationLink`]), the owner ([`Owner`]), a saved profile's rules ([`is_valid_profile_name`]) |
-//! | egress decided | `egress/` | the relay's URLs under the egress policy ([`RelayEndpoint`], [`EgressPolicy`]), the proxy's CONNECT ([`ProxyConnectRequest`]), the HTTP intents a runtime performs ([`HttpRequest`], [`HttpEvent`]), kept connections ([`ConnectionPool`]), the secrets found by exact value ([`Secrets`]) |
+//! | an invitation in | `invite/` | the invitation and the participant ([`SurfaceInvitation`]), the link a person shares ([`InvitationLink`]), the transport it names ([`Transport`], [`ReverbChannel`]), the owner ([`Owner`]), a saved profile's rules ([`is_valid_profile_name`]) |
+//! | egress decided | `egress/` | the relay's URLs under the egress policy ([`RelayEndpoint`], [`EgressPolicy`]), a Reverb channel's two hosts ([`ReverbEndpoint`]), the proxy's CONNECT ([`ProxyConnectRequest`]), the HTTP intents a runtime performs ([`HttpRequest`], [`HttpEvent`]), kept connections ([`ConnectionPool`]), the secrets found by exact value ([`Secrets`]) |
 //! | a channel over WebSocket | `pusher/` | the Pusher Channels protocol of a Laravel Reverb private channel: frames ([`PusherFrame`]), channel auth ([`sign_channel_auth`]), one joined connection ([`PusherChannel`]) |
 //! | an exchange over the wire | `formats/`, then `machines/` | Server-Sent Events ([`SseDecoder`]), long-poll bodies ([`parse_fancy_poll`]), JSON-RPC frames ([`correlate_bytes`]); the receive leg and its exchanges ([`WarmLeg`]) |
 //! | a listing through trust | `tools/`, then `admission/` | a tool's definition and its digest over canonical JSON ([`ToolDefinition`], [`canonical_json`]); what local trust admits of a listing ([`TrustPolicy`], [`admit_listing_bytes`], [`Discovery`]), and what a person reads before trusting a tool ([`review_tools`]) |
@@ -40,8 +40,8 @@
 //!
 //! ```text
 //! 5  machines/                        the attachment, the exchanges, the operations
-//! 4  answers/                         framing, the change feed, the answer
-//! 3  egress/    admission/  pusher/  the way out; what trust admits; the Pusher channel
+//! 4  answers/    pusher/              framing, the change feed, the answer; the Pusher channel
+//! 3  egress/    admission/            the way out; what trust admits
 //! 2  invite/    formats/    tools/    the way in; the wire formats; a tool and its digest
 //! 1  error.rs
 //! 0  values/    entropy.rs            revision, JSON scalars, quotable strings, attachment state; randomness
@@ -127,6 +127,7 @@ pub use invite::invitation::*;
 pub use invite::link::*;
 pub use invite::owner::*;
 pub use invite::profile::*;
+pub use invite::transport::*;
 
 pub use egress::endpoint::*;
 pub use egress::pool::*;
@@ -140,6 +141,7 @@ pub use formats::sse::*;
 
 pub use pusher::auth::*;
 pub use pusher::channel::*;
+pub use pusher::endpoint::*;
 pub use pusher::error::*;
 pub use pusher::frames::*;
 

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::error::PusherError;
-use super::frames::{MAX_CHANNEL_NAME_BYTES, is_socket_id};
+use super::frames::is_socket_id;
+use crate::invite::transport::is_app_key;
 
 /// The longest auth string accepted from a bridge, in bytes.
 pub const MAX_AUTH_BYTES: usize = 512;
@@ -323,42 +324,6 @@ impl ChannelAuth {
     }
 }
 
-/// An app key: 1 to 128 of `[A-Za-z0-9._-]`.
-#[must_use]
-pub fn is_app_key(key: &str) -> bool {
-    (1..=128).contains(&key.len())
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
-/// A channel name Human+ may join: `private-…` or `presence-…` (never
-/// `private-encrypted-…`, which needs end-to-end keys Human+ does not
-/// have), at most [`MAX_CHANNEL_NAME_BYTES`], of `[A-Za-z0-9_\-=@,.;]`.
-///
-/// ```
-/// use human_plus_core::is_joinable_channel;
-///
-/// assert!(is_joinable_channel("private-agent.session.S1"));
-/// assert!(is_joinable_channel("presence-agent.session.S1"));
-/// assert!(!is_joinable_channel("agent.session.S1"));
-/// assert!(!is_joinable_channel("private-encrypted-agent"));
-/// assert!(!is_joinable_channel("private-a b"));
-/// ```
-#[must_use]
-pub fn is_joinable_channel(name: &str) -> bool {
-    let prefixed = name
-        .strip_prefix("private-")
-        .or_else(|| name.strip_prefix("presence-"))
-        .is_some_and(|rest| !rest.is_empty());
-    prefixed
-        && !name.starts_with("private-encrypted-")
-        && name.len() <= MAX_CHANNEL_NAME_BYTES
-        && name.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'=' | b'@' | b',' | b'.' | b';')
-        })
-}
-
 /// Whether `socket_id` has the protocol's `digits.digits` shape.
 #[must_use]
 pub fn is_pusher_socket_id(socket_id: &str) -> bool {
@@ -528,25 +493,5 @@ mod tests {
             r.form_body(),
             "socket_id=1.2&channel_name=presence-a%3Db%3Bc%40d%2Ce"
         );
-    }
-
-    #[test]
-    fn channel_names() {
-        assert!(is_joinable_channel(&format!(
-            "private-{}",
-            "a".repeat(MAX_CHANNEL_NAME_BYTES - 8)
-        )));
-        for bad in [
-            "private-",
-            "presence-",
-            "private",
-            "public",
-            "private-é",
-            "private-a/b",
-            "private-encrypted-x",
-            &format!("private-{}", "a".repeat(MAX_CHANNEL_NAME_BYTES)),
-        ] {
-            assert!(!is_joinable_channel(bad), "{bad}");
-        }
     }
 }

@@ -14,11 +14,12 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::auth::{AuthRequest, ChannelAuth, is_app_key, is_joinable_channel};
+use super::auth::{AuthRequest, ChannelAuth};
 use super::error::PusherError;
 use super::frames::{
     ClientFrame, PusherCloseCode, PusherErrorCode, PusherFrame, PusherServerError, Reconnect,
 };
+use crate::invite::transport::{is_app_key, is_joinable_channel};
 
 /// Laravel Reverb's default `max_message_size`, in bytes: the default limit
 /// of one outgoing WebSocket message.

@@ -20,9 +20,6 @@ use serde_json::value::RawValue;
 /// query parameter of the WebSocket URL).
 pub const PUSHER_PROTOCOL_VERSION: u8 = 7;
 
-/// The longest channel name accepted, in bytes (Pusher's documented limit).
-pub const MAX_CHANNEL_NAME_BYTES: usize = 200;
-
 /// The longest socket id accepted, in bytes.
 pub const MAX_SOCKET_ID_BYTES: usize = 64;
 

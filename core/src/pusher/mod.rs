@@ -11,9 +11,15 @@
 //!   [`crate::ChannelAuth`]);
 //! * `error.rs`: the layer's own error ([`crate::PusherError`]);
 //! * `channel.rs`: one connection joined to one channel as a state machine
-//!   ([`crate::PusherChannel`]).
+//!   ([`crate::PusherChannel`]);
+//! * `endpoint.rs`: a Reverb invitation's two hosts (the WebSocket server,
+//!   the auth bridge) vetted by the egress policy, and the auth bridge
+//!   request ([`crate::ReverbEndpoint`]).
+//!
+//! May use: `error.rs`, `invite/`, `formats/` and `egress/`.
 
 pub(crate) mod auth;
 pub(crate) mod channel;
+pub(crate) mod endpoint;
 pub(crate) mod error;
 pub(crate) mod frames;
