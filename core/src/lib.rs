@@ -23,8 +23,9 @@
 //!
 //! | on a call | folder | what it holds |
 //! |---|---|---|
-//! | an invitation in | `invite/` | the invitation and the participant ([`SurfaceInvitation`]), the link a person shares ([`InvitationLink`]), the owner ([`Owner`]), a saved profile's rules ([`is_valid_profile_name`]) |
-//! | egress decided | `egress/` | the relay's URLs under the egress policy ([`RelayEndpoint`], [`EgressPolicy`]), the proxy's CONNECT ([`ProxyConnectRequest`]), the HTTP intents a runtime performs ([`HttpRequest`], [`HttpEvent`]), kept connections ([`ConnectionPool`]), the secrets found by exact value ([`Secrets`]) |
+//! | an invitation in | `invite/` | the invitation and the participant ([`SurfaceInvitation`]), the link a person shares ([`InvitationLink`]), the transport it names ([`Transport`], [`ReverbChannel`]), the owner ([`Owner`]), a saved profile's rules ([`is_valid_profile_name`]) |
+//! | egress decided | `egress/` | the relay's URLs under the egress policy ([`RelayEndpoint`], [`EgressPolicy`]), a Reverb channel's two hosts ([`ReverbEndpoint`]), the proxy's CONNECT ([`ProxyConnectRequest`]), the HTTP intents a runtime performs ([`HttpRequest`], [`HttpEvent`]), kept connections ([`ConnectionPool`]), the secrets found by exact value ([`Secrets`]) |
+//! | a channel over WebSocket | `pusher/` | the Pusher Channels protocol of a Laravel Reverb private channel: frames ([`PusherFrame`]), channel auth ([`sign_channel_auth`]), one joined connection ([`PusherChannel`]) |
 //! | an exchange over the wire | `formats/`, then `machines/` | Server-Sent Events ([`SseDecoder`]), long-poll bodies ([`parse_fancy_poll`]), JSON-RPC frames ([`correlate_bytes`]); the receive leg and its exchanges ([`WarmLeg`]) |
 //! | a listing through trust | `tools/`, then `admission/` | a tool's definition and its digest over canonical JSON ([`ToolDefinition`], [`canonical_json`]); what local trust admits of a listing ([`TrustPolicy`], [`admit_listing_bytes`], [`Discovery`]), and what a person reads before trusting a tool ([`review_tools`]) |
 //! | a call pinned to a revision | `values/`, then `machines/` | the revision marker ([`SurfaceRevision`]); the attachment record ([`SurfaceAttachment`]) and every operation as a state machine ([`Operation`]) |
@@ -39,7 +40,7 @@
 //!
 //! ```text
 //! 5  machines/                        the attachment, the exchanges, the operations
-//! 4  answers/                         framing, the change feed, the answer
+//! 4  answers/    pusher/              framing, the change feed, the answer; the Pusher channel
 //! 3  egress/    admission/            the way out; what trust admits
 //! 2  invite/    formats/    tools/    the way in; the wire formats; a tool and its digest
 //! 1  error.rs
@@ -110,6 +111,7 @@ mod error;
 mod formats;
 mod invite;
 mod machines;
+mod pusher;
 mod tools;
 mod values;
 
@@ -125,6 +127,7 @@ pub use invite::invitation::*;
 pub use invite::link::*;
 pub use invite::owner::*;
 pub use invite::profile::*;
+pub use invite::transport::*;
 
 pub use egress::endpoint::*;
 pub use egress::pool::*;
@@ -135,6 +138,12 @@ pub use egress::wire::*;
 pub use formats::jsonrpc::*;
 pub use formats::poll::*;
 pub use formats::sse::*;
+
+pub use pusher::auth::*;
+pub use pusher::channel::*;
+pub use pusher::endpoint::*;
+pub use pusher::error::*;
+pub use pusher::frames::*;
 
 pub use tools::canonical::*;
 pub use tools::tool::*;

@@ -11,7 +11,10 @@
 //! gets its connection dropped rather than a `413`). [`Faults`] makes it
 //! misbehave on purpose. [`DemoSurface`] is the page side of a session: a
 //! small sheet behind MCP that mints revisions, refuses stale pins with a
-//! 409 and offers an attributed change feed.
+//! 409 and offers an attributed change feed. [`PusherServer`] is a
+//! Pusher-protocol channel server (what Laravel Reverb speaks) and
+//! [`AuthBridge`] the host app's auth bridge that signs its private
+//! channels: seed 004's Reverb transport, on loopback.
 //!
 //! ```
 //! use human_plus_relay::{DemoSurface, RelayServer};
@@ -43,6 +46,7 @@ mod body;
 mod broker;
 mod cors;
 mod faults;
+mod pusher_server;
 mod routes;
 mod server;
 mod shared;
@@ -54,6 +58,11 @@ mod wire;
 pub use broker::{Direction, ReceiveLeg, SubscriberInfo};
 pub use cors::{CorsError, CorsPolicy};
 pub use faults::{Faults, Leg};
+pub use pusher_server::{
+    AuthBridge, AuthBridgeBuilder, AuthBridgeHandle, DEFAULT_ACTIVITY_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_PONG_GRACE, ErrorData, PusherHandle, PusherServer,
+    PusherServerBuilder,
+};
 pub use server::{
     DEFAULT_BODY_LIMIT, DEFAULT_KEEP_ALIVE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_POLL_IDLE,
     DEFAULT_REAP_INTERVAL, DEFAULT_SESSION_TTL, RelayHandle, RelayServer, RelayServerBuilder,

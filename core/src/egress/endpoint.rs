@@ -32,6 +32,7 @@ const EGRESS_URL_SHAPE: &str =
 const EGRESS_PRIVATE: &str = "Human+ relay resolved to a private or reserved address.";
 const EGRESS_NOT_RESOLVED: &str = "Human+ relay host did not resolve to a public address.";
 const EGRESS_PROXY_URL: &str = "Human+ egress proxy must be an http://[user:password@]host:port URL without path, query or fragment.";
+const EGRESS_NOT_A_RELAY: &str = "This Human+ invitation names a Reverb channel, not an HTTP relay: it is reached through its WebSocket server and auth bridge (ReverbEndpoint).";
 const EGRESS_POLL_PATH: &str = "Human+ long-poll path must be one URL path segment of 1 to 64 letters, digits, '.', '_', '~' or '-'.";
 
 /// Where the relay token goes on the wire.
@@ -894,10 +895,36 @@ impl RelayEndpoint {
         client_id: &str,
         policy: &EgressPolicy,
     ) -> Result<RelayEndpoint, Error> {
+        if !invitation.transport().is_http_relay() {
+            // Its relay URL is the channel's auth bridge: relay routes
+            // there would carry the token in a URL.
+            return Err(EgressRefusal::new(EgressRule::UrlShape, EGRESS_NOT_A_RELAY).into());
+        }
+        Self::vet(
+            &VetTarget {
+                url: invitation.relay_url(),
+                insecure_loopback_invitation: invitation.allow_insecure_loopback(),
+                session_id: invitation.session_id(),
+                token: invitation.token(),
+                assumed: invitation
+                    .assumed_relay_path()
+                    .map(|path| (invitation.relay_url().to_owned(), path.to_owned())),
+            },
+            client_id,
+            policy,
+        )
+    }
+
+    /// The checks of [`RelayEndpoint::new`] on one URL.
+    pub(crate) fn vet(
+        target: &VetTarget<'_>,
+        client_id: &str,
+        policy: &EgressPolicy,
+    ) -> Result<RelayEndpoint, Error> {
         if !egress_is_client_id(client_id) {
             return Err(Error::InvalidAttachment);
         }
-        let token = invitation.token();
+        let token = target.token;
         let refuse = |rule: EgressRule, message: String| {
             Error::EgressRefused(EgressRefusal::new(rule, egress_scrub(message, token)))
         };
@@ -929,14 +956,14 @@ impl RelayEndpoint {
         };
 
         // 2. The URL's shape, and the loopback development mode.
-        let url = egress_parse_relay_url(invitation.relay_url())?;
+        let url = egress_parse_relay_url(target.url)?;
         let loopback_dev = url.scheme() == "http";
         if loopback_dev {
             let mut missing = Vec::new();
             if !is_loopback_host(&url) {
                 missing.push("a loopback host (127.0.0.1, [::1] or localhost)");
             }
-            if !invitation.allow_insecure_loopback() {
+            if !target.insecure_loopback_invitation {
                 missing.push("an invitation created for insecure loopback");
             }
             if !policy.allow_unverified_egress {
@@ -981,7 +1008,7 @@ impl RelayEndpoint {
 
         let mut session_base = url.as_str().trim_end_matches('/').to_owned();
         session_base.push('/');
-        egress_pct_encode(&mut session_base, invitation.session_id());
+        egress_pct_encode(&mut session_base, target.session_id);
         let endpoint = RelayEndpoint {
             session_base,
             token: token.clone(),
@@ -997,9 +1024,7 @@ impl RelayEndpoint {
             loopback_dev,
             proxy,
             policy: policy.clone(),
-            assumed: invitation
-                .assumed_relay_path()
-                .map(|path| (invitation.relay_url().to_owned(), path.to_owned())),
+            assumed: target.assumed.clone(),
         };
 
         // 5. A literal address.
@@ -1307,6 +1332,20 @@ impl RelayEndpoint {
             auth: self.policy.auth_mode(),
         }
     }
+}
+
+/// One URL to vet, with what the rules need of its invitation.
+pub(crate) struct VetTarget<'a> {
+    /// The URL (`https://`, or `http://` in the loopback development mode).
+    pub(crate) url: &'a str,
+    /// Whether the invitation allows plain loopback.
+    pub(crate) insecure_loopback_invitation: bool,
+    /// The session id, for relay routes.
+    pub(crate) session_id: &'a str,
+    /// The token, scrubbed from messages.
+    pub(crate) token: &'a RelayToken,
+    /// The relay URL and the relay path a page link did not name.
+    pub(crate) assumed: Option<(String, String)>,
 }
 
 /// Which connections to the relay are interchangeable: a kept connection

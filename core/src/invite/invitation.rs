@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use url::{Host, Url};
 
 use crate::error::{Error, InvitationError};
+use crate::invite::transport::{ReverbChannel, Transport};
 
 /// The relay token of an invitation: a bearer credential.
 ///
@@ -88,6 +89,10 @@ pub struct SurfaceInvitation {
     /// it read each other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     assumed_relay_path: Option<String>,
+    /// How the page is reached; not written for the HTTP relay, so records
+    /// with and without it read each other.
+    #[serde(default, skip_serializing_if = "Transport::is_http_relay")]
+    transport: Transport,
 }
 
 /// The serialised form, validated again on the way in.
@@ -102,6 +107,8 @@ struct InvitationWire {
     allow_insecure_loopback: bool,
     #[serde(default)]
     assumed_relay_path: Option<String>,
+    #[serde(default)]
+    transport: Transport,
 }
 
 impl TryFrom<InvitationWire> for SurfaceInvitation {
@@ -116,6 +123,10 @@ impl TryFrom<InvitationWire> for SurfaceInvitation {
             w.application,
             w.allow_insecure_loopback,
         )?;
+        let invitation = match w.transport {
+            Transport::HttpRelay => invitation,
+            Transport::Reverb(channel) => invitation.with_reverb(channel)?,
+        };
         match w.assumed_relay_path {
             Some(path) if !is_relay_path(&path) => Err(Error::InvalidInvitation(
                 InvitationError::Link(crate::error::LinkRefusal::RelayPath),
@@ -239,7 +250,76 @@ impl SurfaceInvitation {
             application,
             allow_insecure_loopback,
             assumed_relay_path: None,
+            transport: Transport::HttpRelay,
         })
+    }
+
+    /// A validated invitation to join a page over a Pusher-protocol channel
+    /// (Laravel Reverb): the relay URL is the channel's auth bridge, the
+    /// token goes only to it (as `Authorization: Bearer`), never to the
+    /// WebSocket server and never into a URL. Plain `ws://` / `http://` to
+    /// loopback is allowed when the channel was built allowing it.
+    ///
+    /// ```
+    /// use human_plus_core::{ReverbChannel, SurfaceInvitation, Transport};
+    ///
+    /// let channel = ReverbChannel::new(
+    ///     "wss://ws.app.example/app/app-key", "https://app.example/broadcasting/auth",
+    ///     "private-agent.session.S1_abcd", false,
+    /// ).unwrap();
+    /// let inv = SurfaceInvitation::new_reverb(channel, "S1_abcd", "0123456789abcdef0123", "sheet:one", "sheets")?;
+    /// assert_eq!(inv.relay_url(), "https://app.example/broadcasting/auth");
+    /// assert_eq!(inv.transport().reverb().unwrap().app_key(), "app-key");
+    ///
+    /// // Read back, and an old record (no transport) is the HTTP relay.
+    /// let json = serde_json::to_string(&inv).unwrap();
+    /// assert_eq!(serde_json::from_str::<SurfaceInvitation>(&json).unwrap(), inv);
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInvitation`]: the session id or token rules, or
+    /// [`InvitationError::RelayUrl`] when the token appears in either URL.
+    pub fn new_reverb(
+        channel: ReverbChannel,
+        session_id: impl Into<String>,
+        token: impl Into<String>,
+        surface_id: impl Into<String>,
+        application: impl Into<String>,
+    ) -> Result<Self, Error> {
+        Self::build(
+            channel.auth_url().to_owned(),
+            session_id.into(),
+            RelayToken::new(token),
+            surface_id.into(),
+            application.into(),
+            channel.is_insecure_loopback(),
+        )?
+        .with_reverb(channel)
+    }
+
+    /// This invitation over `channel`, checked against it: the relay URL is
+    /// the channel's auth bridge, plain loopback only where the invitation
+    /// allows it, and the token in neither URL.
+    pub(crate) fn with_reverb(mut self, channel: ReverbChannel) -> Result<Self, Error> {
+        let token = self.token.expose();
+        let consistent = self.relay_url == channel.auth_url()
+            && (self.allow_insecure_loopback || !channel.is_insecure_loopback())
+            && !channel.ws_url().contains(token)
+            && !channel.auth_url().contains(token);
+        if !consistent {
+            return Err(Error::InvalidInvitation(InvitationError::RelayUrl));
+        }
+        self.transport = Transport::Reverb(channel);
+        Ok(self)
+    }
+
+    /// How the page is reached: the HTTP relay at
+    /// [`SurfaceInvitation::relay_url`], or a Reverb channel whose auth
+    /// bridge is that URL.
+    #[must_use]
+    pub fn transport(&self) -> &Transport {
+        &self.transport
     }
 
     /// The same invitation, remembering that its relay path was not in the

@@ -16,7 +16,15 @@
 //! * `key=` is read as an alias of `token=`;
 //! * the **JSON** the Human+ web page copies ("Copy the whole
 //!   invitation"): `{"relay", "session", "token", "surfaceId",
-//!   "application"}`.
+//!   "application"}`;
+//! * a page link (fragment or query) or JSON that names a **Reverb
+//!   channel** instead of a relay: `session=ID&token=T&reverb=<ws(s)://host:port/app/APP_KEY>&auth=<URL of
+//!   the host's auth bridge>[&channel=<name>]` (the channel defaults to
+//!   `private-agent.session.ID`), or `{"reverb", "auth", "channel",
+//!   "session", "token", …}` without `relay`. Both URLs are held to the
+//!   link's rules below (`ws://`, like `http://`, only to loopback when
+//!   allowed; no query or fragment; the WebSocket URL ends in
+//!   `/app/APP_KEY`); the token goes only to the auth bridge.
 //!
 //! What it refuses, before anything could be sent anywhere: text over
 //! [`MAX_LINK_BYTES`]; whitespace, control characters, backslashes, non-ASCII
@@ -55,6 +63,7 @@ use crate::invite::invitation::{
     RelayToken, SurfaceInvitation, is_relay_path, is_relay_path_segment as is_path_segment,
     is_valid_session_id,
 };
+use crate::invite::transport::{ReverbChannel, ReverbRefusal, default_reverb_channel};
 use crate::values::plain::{PLAIN_IDENTIFIER_MAX, is_plain_identifier};
 
 /// The relay path a share link's relay lives under, below the page's
@@ -254,6 +263,8 @@ pub struct InvitationLink {
     notes: Vec<LinkNote>,
     /// The relay path taken from the options, for a page link.
     assumed_relay_path: Option<String>,
+    /// The Reverb channel a page link names instead of a relay.
+    reverb: Option<ReverbChannel>,
 }
 
 impl fmt::Debug for InvitationLink {
@@ -266,6 +277,7 @@ impl fmt::Debug for InvitationLink {
             .field("surface_id", &self.surface_id)
             .field("application", &self.application)
             .field("notes", &self.notes)
+            .field("reverb", &self.reverb)
             .finish()
     }
 }
@@ -273,8 +285,14 @@ impl fmt::Debug for InvitationLink {
 /// The JSON invitation the web page copies.
 #[derive(Deserialize)]
 struct LinkJson {
-    #[serde(alias = "relay_url", alias = "relayUrl")]
-    relay: String,
+    #[serde(default, alias = "relay_url", alias = "relayUrl")]
+    relay: Option<String>,
+    #[serde(default)]
+    reverb: Option<String>,
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    channel: Option<String>,
     #[serde(alias = "session_id", alias = "sessionId")]
     session: String,
     token: String,
@@ -303,6 +321,70 @@ struct Params {
     token: Option<String>,
     /// `surface=`: the surface id our web page's share link carries.
     surface: Option<String>,
+    /// `reverb=`: a Reverb WebSocket URL.
+    reverb: Option<String>,
+    /// `auth=`: the host app's auth bridge.
+    auth: Option<String>,
+    /// `channel=`: the channel to join.
+    channel: Option<String>,
+}
+
+/// The Reverb parts of a link, as read.
+struct ReverbParts {
+    reverb: String,
+    auth: String,
+    channel: Option<String>,
+}
+
+/// A Reverb refusal as the link's rule it broke: a URL that is not the
+/// shape a Reverb link needs, or a channel that is not a private or
+/// presence channel name, is a malformed path.
+fn reverb_refusal(_: ReverbRefusal) -> Error {
+    refuse(LinkRefusal::Path)
+}
+
+/// One of a Reverb link's URLs held to the link's rules: `secure` (or
+/// `plain` to loopback when the options allow it, which
+/// [`parse_authority`] checks as `http`), a plain host and port, path
+/// segments of the relay path's characters, no query or fragment. The URL
+/// rebuilt from its checked parts.
+fn reverb_url(
+    raw: &str,
+    secure: &str,
+    plain: &str,
+    options: &LinkOptions,
+) -> Result<String, Error> {
+    if !raw.bytes().all(is_link_byte) {
+        return Err(refuse(LinkRefusal::HiddenCharacters));
+    }
+    let (scheme, rest) = raw
+        .split_once("://")
+        .ok_or_else(|| refuse(LinkRefusal::Scheme))?;
+    let as_http = if scheme == secure {
+        format!("https://{rest}")
+    } else if scheme == plain {
+        format!("http://{rest}")
+    } else {
+        return Err(refuse(LinkRefusal::Scheme));
+    };
+    let parsed = parse_authority(&as_http, options)?;
+    if parsed.query.is_some() || parsed.fragment.is_some() {
+        return Err(refuse(LinkRefusal::RelayUrl));
+    }
+    let segments = path_segments(parsed.path)?;
+    if !segments.iter().all(|s| is_path_segment(s)) {
+        return Err(refuse(LinkRefusal::Path));
+    }
+    let after_scheme = parsed.origin.split_once("://").map_or("", |(_, r)| r);
+    let mut url = format!(
+        "{}://{after_scheme}",
+        if parsed.insecure { plain } else { secure }
+    );
+    for s in &segments {
+        url.push('/');
+        url.push_str(s);
+    }
+    Ok(url)
 }
 
 /// A surface id given in a link's `surface=`, or the JSON's `surfaceId` or
@@ -387,7 +469,27 @@ impl InvitationLink {
         // serde refuses a key given twice (aliases included), a missing
         // key and a value of another type.
         let json: LinkJson = serde_json::from_str(text).map_err(|_| refuse(LinkRefusal::Json))?;
-        let relay = json.relay.as_str();
+        let relay = match (json.relay, json.reverb) {
+            (None, Some(reverb)) => {
+                let auth = json.auth.ok_or_else(|| refuse(LinkRefusal::Json))?;
+                return Self::reverb_link(
+                    LinkForm::Json,
+                    ReverbParts {
+                        reverb,
+                        auth,
+                        channel: json.channel,
+                    },
+                    json.session,
+                    json.token,
+                    link_label(json.surface_id)?,
+                    link_label(json.application)?,
+                    options,
+                );
+            }
+            (Some(relay), None) if json.auth.is_none() && json.channel.is_none() => relay,
+            _ => return Err(refuse(LinkRefusal::Json)),
+        };
+        let relay = relay.as_str();
         if !relay.bytes().all(is_link_byte) {
             return Err(refuse(LinkRefusal::HiddenCharacters));
         }
@@ -424,7 +526,9 @@ impl InvitationLink {
         let in_fragment = read_params(parsed.fragment)?;
         let query_has = in_query.session.is_some() || in_query.token.is_some();
         let fragment_has = in_fragment.session.is_some() || in_fragment.token.is_some();
-        if query_has && fragment_has {
+        if (query_has && (fragment_has || in_fragment.reverb.is_some()))
+            || (fragment_has && in_query.reverb.is_some())
+        {
             // Readers disagree on which wins (agent-integrations takes
             // the fragment key by key, mcp-relay-client only the query).
             return Err(refuse(LinkRefusal::Ambiguous));
@@ -437,6 +541,36 @@ impl InvitationLink {
         let Some(token) = params.token else {
             return Err(refuse(LinkRefusal::NoToken));
         };
+        if let Some(reverb) = params.reverb {
+            // A page link naming a Reverb channel: the page's own origin
+            // is not contacted.
+            let Some(session) = params.session else {
+                return Err(refuse(LinkRefusal::NoSession));
+            };
+            let Some(auth) = params.auth else {
+                return Err(refuse(LinkRefusal::RelayUrl));
+            };
+            path_segments(parsed.path)?;
+            let form = if in_fragment_form {
+                LinkForm::Fragment
+            } else {
+                LinkForm::Query
+            };
+            let surface = link_label(params.surface)?;
+            return Self::reverb_link(
+                form,
+                ReverbParts {
+                    reverb,
+                    auth,
+                    channel: params.channel,
+                },
+                session,
+                token,
+                surface,
+                None,
+                options,
+            );
+        }
         if let Some(session) = params.session {
             // A share link: the page's path is not the relay's.
             let mut relay_url = parsed.origin.clone();
@@ -524,7 +658,71 @@ impl InvitationLink {
             application,
             notes,
             assumed_relay_path: None,
+            reverb: None,
         })
+    }
+
+    /// A link naming a Reverb channel: both URLs held to the link's rules,
+    /// the relay URL the auth bridge's, the token in neither URL.
+    #[allow(clippy::too_many_arguments)]
+    fn reverb_link(
+        form: LinkForm,
+        parts: ReverbParts,
+        session_id: String,
+        token: String,
+        surface_id: Option<String>,
+        application: Option<String>,
+        options: &LinkOptions,
+    ) -> Result<InvitationLink, Error> {
+        let ws_url = reverb_url(&parts.reverb, "wss", "ws", options)?;
+        let auth_url = reverb_url(&parts.auth, "https", "http", options)?;
+        let parsed = parse_authority(&auth_url, options)?;
+        let mut link = Self::finish(
+            form,
+            auth_url.clone(),
+            &parsed,
+            session_id,
+            token,
+            surface_id,
+            application,
+        )?;
+        let channel = parts
+            .channel
+            .unwrap_or_else(|| default_reverb_channel(&link.session_id));
+        let reverb = ReverbChannel::new(ws_url, auth_url, channel, options.allow_insecure_loopback)
+            .map_err(reverb_refusal)?;
+        let secret = link.token.expose();
+        if reverb.ws_url().contains(secret) || reverb.auth_url().contains(secret) {
+            return Err(refuse(LinkRefusal::RelayUrl));
+        }
+        link.insecure_loopback |= reverb.is_insecure_loopback();
+        link.reverb = Some(reverb);
+        Ok(link)
+    }
+
+    /// The Reverb channel the link names instead of an HTTP relay (its
+    /// [`InvitationLink::relay_url`] is then the channel's auth bridge):
+    /// both hosts must be declared by the egress policy.
+    ///
+    /// ```
+    /// use human_plus_core::{InvitationLink, LinkOptions};
+    ///
+    /// let link = InvitationLink::parse(
+    ///     "https://app.example/board#session=S1_abcd&token=0123456789abcdef0123456789abcdef\
+    ///      &reverb=wss%3A%2F%2Fws.app.example%2Fapp%2Fapp-key&auth=https%3A%2F%2Fapp.example%2Fbroadcasting%2Fauth",
+    ///     &LinkOptions::default(),
+    /// )?;
+    /// let reverb = link.reverb().unwrap();
+    /// assert_eq!(reverb.channel(), "private-agent.session.S1_abcd");
+    /// assert_eq!((reverb.ws_host(), reverb.ws_port()), ("ws.app.example".to_owned(), 443));
+    /// assert_eq!(link.relay_url(), "https://app.example/broadcasting/auth");
+    /// let invitation = link.into_invitation(None, None)?;
+    /// assert_eq!(invitation.transport().reverb().unwrap().app_key(), "app-key");
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn reverb(&self) -> Option<&ReverbChannel> {
+        self.reverb.as_ref()
     }
 
     /// What the link carried that was read and not used (a surface id or
@@ -686,6 +884,10 @@ impl InvitationLink {
         } else {
             SurfaceInvitation::new(self.relay_url, self.session_id, token, surface, application)
         }?;
+        let invitation = match self.reverb {
+            Some(reverb) => invitation.with_reverb(reverb)?,
+            None => invitation,
+        };
         Ok(match &self.assumed_relay_path {
             Some(path) => invitation.with_assumed_relay_path(path),
             None => invitation,
@@ -1086,6 +1288,9 @@ fn read_params(part: Option<&str>) -> Result<Params, Error> {
         let slot = match key.as_str() {
             "session" => &mut params.session,
             "surface" => &mut params.surface,
+            "reverb" => &mut params.reverb,
+            "auth" => &mut params.auth,
+            "channel" => &mut params.channel,
             "token" => {
                 if std::mem::replace(&mut saw_token, true) || saw_key {
                     return Err(refuse(LinkRefusal::Duplicate));
@@ -1136,6 +1341,369 @@ mod tests {
             l.session_id().to_owned(),
             l.token().expose().to_owned(),
         )
+    }
+
+    fn pct(s: &str) -> String {
+        let mut out = String::new();
+        form_encode(&mut out, s);
+        out
+    }
+
+    fn reverb_link(part: char, ws: &str, auth: &str, extra: &str) -> String {
+        format!(
+            "https://page.example/board{part}session=S1_abcd&token={T}&reverb={}&auth={}{extra}",
+            pct(ws),
+            pct(auth)
+        )
+    }
+
+    const WS: &str = "wss://ws.app.example:6001/app/app-key";
+    const AUTH: &str = "https://app.example/broadcasting/auth";
+
+    #[test]
+    fn reverb_links_in_the_fragment_the_query_and_the_json() {
+        for part in ['#', '?'] {
+            let link = parse(&reverb_link(part, WS, AUTH, "")).unwrap();
+            let r = link.reverb().unwrap();
+            assert_eq!(r.ws_url(), WS);
+            assert_eq!(r.auth_url(), AUTH);
+            assert_eq!(r.channel(), "private-agent.session.S1_abcd");
+            assert_eq!(r.app_key(), "app-key");
+            assert_eq!(link.relay_url(), AUTH);
+            assert_eq!((link.relay_host(), link.relay_port()), ("app.example", 443));
+            assert_eq!(link.assumed_relay_path(), None);
+            assert_eq!(
+                link.form(),
+                if part == '#' {
+                    LinkForm::Fragment
+                } else {
+                    LinkForm::Query
+                }
+            );
+            let inv = link.into_invitation(None, None).unwrap();
+            assert_eq!(inv.transport().reverb().unwrap().ws_url(), WS);
+            assert_eq!(inv.relay_url(), AUTH);
+            assert_eq!(inv.surface_id(), "app.example/S1_abcd");
+            assert!(!format!("{inv:?}").contains(T));
+        }
+        // Written raw (':' and '/' are allowed in a fragment), with a channel.
+        let raw = format!(
+            "https://page.example/#session=S1_abcd&token={T}&reverb={WS}&auth={AUTH}&channel=presence-room.7"
+        );
+        let link = parse(&raw).unwrap();
+        assert_eq!(link.reverb().unwrap().channel(), "presence-room.7");
+        assert!(link.reverb().unwrap().is_presence());
+        // The JSON form.
+        let json = format!(
+            r#"{{"reverb":"{WS}","auth":"{AUTH}","session":"S1_abcd","token":"{T}","surfaceId":"sheet:one"}}"#
+        );
+        let link = parse(&json).unwrap();
+        assert_eq!(link.form(), LinkForm::Json);
+        assert_eq!(link.surface_id(), Some("sheet:one"));
+        assert_eq!(
+            link.reverb().unwrap().channel(),
+            "private-agent.session.S1_abcd"
+        );
+        // A page link without reverb= is the relay link it always was, its
+        // own auth= and channel= parameters ignored.
+        let plain = parse(&format!(
+            "https://page.example/?channel=general&auth=x#session=S1_abcd&token={T}"
+        ))
+        .unwrap();
+        assert!(plain.reverb().is_none());
+        assert_eq!(plain.relay_url(), "https://page.example/agent-relay");
+    }
+
+    #[test]
+    fn reverb_records_read_back_and_old_records_read_as_the_relay() {
+        let inv = parse(&reverb_link('#', WS, AUTH, ""))
+            .unwrap()
+            .into_invitation(None, None)
+            .unwrap();
+        let json = serde_json::to_string(&inv).unwrap();
+        assert!(json.contains(r#""transport":{"kind":"reverb""#));
+        assert!(!json.contains("app_key"));
+        let back: SurfaceInvitation = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, inv);
+        // An HTTP relay record is written exactly as before.
+        let relay = parse(&format!("https://x.test/#session=S1_abcd&token={T}"))
+            .unwrap()
+            .into_invitation(None, None)
+            .unwrap();
+        let old = serde_json::to_string(&relay).unwrap();
+        assert!(!old.contains("transport"));
+        let read: SurfaceInvitation = serde_json::from_str(&old).unwrap();
+        assert!(read.transport().is_http_relay());
+        // Tampered records are refused: a relay URL that is not the
+        // channel's bridge, plain loopback the invitation does not allow, a
+        // token in a URL.
+        for tampered in [
+            json.replace(
+                r#""relay_url":"https://app.example/broadcasting/auth""#,
+                r#""relay_url":"https://other.example/auth""#,
+            ),
+            json.replace("wss://ws.app.example:6001", "ws://127.0.0.1:6001"),
+            json.replace("/app/app-key", &format!("/app/{T}")),
+            json.replace("private-agent", "public-agent"),
+        ] {
+            assert_ne!(tampered, json);
+            assert!(
+                serde_json::from_str::<SurfaceInvitation>(&tampered).is_err(),
+                "{tampered}"
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_reverb_links_are_refused() {
+        use LinkRefusal as R;
+        let cases: Vec<(String, R)> = vec![
+            // The WebSocket URL.
+            (
+                reverb_link('#', "ws://ws.app.example/app/k", AUTH, ""),
+                R::Scheme,
+            ),
+            (
+                reverb_link('#', "http://ws.app.example/app/k", AUTH, ""),
+                R::Scheme,
+            ),
+            (
+                reverb_link('#', "WSS://ws.app.example/app/k", AUTH, ""),
+                R::Scheme,
+            ),
+            (
+                reverb_link('#', "ws.app.example/app/k", AUTH, ""),
+                R::Scheme,
+            ),
+            (
+                reverb_link('#', "wss://u:p@ws.app.example/app/k", AUTH, ""),
+                R::Userinfo,
+            ),
+            (
+                reverb_link('#', "wss://@ws.app.example/app/k", AUTH, ""),
+                R::Userinfo,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example@evil.example/app/k", AUTH, ""),
+                R::Userinfo,
+            ),
+            (reverb_link('#', "wss://0x7f.1/app/k", AUTH, ""), R::Host),
+            (
+                reverb_link('#', "wss://2130706433/app/k", AUTH, ""),
+                R::Host,
+            ),
+            (reverb_link('#', "wss://127.1/app/k", AUTH, ""), R::Host),
+            (
+                reverb_link('#', "wss://017700000001/app/k", AUTH, ""),
+                R::Host,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example./app/k", AUTH, ""),
+                R::Host,
+            ),
+            (
+                reverb_link('#', "wss://ws%2eapp.example/app/k", AUTH, ""),
+                R::Host,
+            ),
+            (
+                reverb_link('#', "wss://[::ffff:7f00:1/app/k", AUTH, ""),
+                R::Host,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example:0/app/k", AUTH, ""),
+                R::Port,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example:06001/app/k", AUTH, ""),
+                R::Port,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example:65536/app/k", AUTH, ""),
+                R::Port,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/app/k?x=1", AUTH, ""),
+                R::RelayUrl,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/app/k#x", AUTH, ""),
+                R::RelayUrl,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/../app/k", AUTH, ""),
+                R::Path,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/app/", AUTH, ""),
+                R::Path,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/k", AUTH, ""),
+                R::Path,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/app/k\\x", AUTH, ""),
+                R::HiddenCharacters,
+            ),
+            (
+                reverb_link('#', "wss://ws.app.example/app/k x", AUTH, ""),
+                R::HiddenCharacters,
+            ),
+            // The token never goes into a URL.
+            (
+                reverb_link('#', &format!("wss://ws.app.example/app/{T}"), AUTH, ""),
+                R::RelayUrl,
+            ),
+            (
+                reverb_link('#', WS, &format!("https://app.example/{T}"), ""),
+                R::RelayUrl,
+            ),
+            // The auth bridge.
+            (
+                reverb_link('#', WS, "http://app.example/auth", ""),
+                R::Scheme,
+            ),
+            (
+                reverb_link('#', WS, "ftp://app.example/auth", ""),
+                R::Scheme,
+            ),
+            (
+                reverb_link('#', WS, "https://u@app.example/auth", ""),
+                R::Userinfo,
+            ),
+            (
+                reverb_link('#', WS, "https://app.example/auth?next=1", ""),
+                R::RelayUrl,
+            ),
+            (reverb_link('#', WS, "https://0x7f.1/auth", ""), R::Host),
+            // The channel.
+            (
+                reverb_link('#', WS, AUTH, "&channel=agent.session.S1"),
+                R::Path,
+            ),
+            (
+                reverb_link('#', WS, AUTH, "&channel=private-encrypted-x"),
+                R::Path,
+            ),
+            (
+                reverb_link('#', WS, AUTH, "&channel=private-a%20b"),
+                R::Path,
+            ),
+            (
+                reverb_link('#', WS, AUTH, "&channel=private-a%00"),
+                R::Encoding,
+            ),
+            // Given twice, missing, split.
+            (
+                reverb_link('#', WS, AUTH, &format!("&reverb={}", pct(WS))),
+                R::Duplicate,
+            ),
+            (
+                reverb_link('#', WS, AUTH, &format!("&auth={}", pct(AUTH))),
+                R::Duplicate,
+            ),
+            (
+                reverb_link('#', WS, AUTH, "&channel=private-a&channel=private-b"),
+                R::Duplicate,
+            ),
+            (
+                format!(
+                    "https://p.example/#session=S1_abcd&token={T}&reverb={}",
+                    pct(WS)
+                ),
+                R::RelayUrl,
+            ),
+            (
+                format!(
+                    "https://p.example/?reverb={}#session=S1_abcd&token={T}&auth={}",
+                    pct(WS),
+                    pct(AUTH)
+                ),
+                R::Ambiguous,
+            ),
+            (
+                format!(
+                    "https://p.example/?session=S1_abcd&token={T}#reverb={}&auth={}",
+                    pct(WS),
+                    pct(AUTH)
+                ),
+                R::Ambiguous,
+            ),
+            (
+                format!(
+                    "https://p.example/r/S1_abcd?token={T}&reverb={}&auth={}",
+                    pct(WS),
+                    pct(AUTH)
+                ),
+                R::NoSession,
+            ),
+            (
+                format!(r#"{{"reverb":"{WS}","session":"S1_abcd","token":"{T}"}}"#),
+                R::Json,
+            ),
+            (
+                format!(
+                    r#"{{"relay":"https://r.example","reverb":"{WS}","auth":"{AUTH}","session":"S1_abcd","token":"{T}"}}"#
+                ),
+                R::Json,
+            ),
+            (
+                format!(
+                    r#"{{"relay":"https://r.example","auth":"{AUTH}","session":"S1_abcd","token":"{T}"}}"#
+                ),
+                R::Json,
+            ),
+            (
+                format!(
+                    r#"{{"reverb":"ws://10.0.0.1/app/k","auth":"{AUTH}","session":"S1_abcd","token":"{T}"}}"#
+                ),
+                R::Scheme,
+            ),
+            (
+                format!(r#"{{"reverb":"{WS}","auth":"{AUTH}","session":"S1","token":"{T}"}}"#),
+                R::SessionId,
+            ),
+        ];
+        for (link, want) in cases {
+            assert_eq!(rule(&link), want, "{link}");
+            if let Err(e) = parse(&link) {
+                assert!(!e.to_string().contains(T));
+            }
+        }
+    }
+
+    #[test]
+    fn reverb_on_loopback_only_when_allowed() {
+        let ws = "ws://127.0.0.1:8080/app/k";
+        let auth = "http://localhost:8000/broadcasting/auth";
+        let link = reverb_link('#', ws, auth, "");
+        assert_eq!(rule(&link), LinkRefusal::Scheme);
+        let allowed = opts().allow_insecure_loopback(true);
+        let l = InvitationLink::parse(&link, &allowed).unwrap();
+        assert!(l.is_insecure_loopback());
+        let inv = l.into_invitation(None, None).unwrap();
+        assert!(inv.allow_insecure_loopback());
+        // A secure bridge beside a loopback socket still marks the
+        // invitation as loopback development.
+        let mixed = reverb_link('#', ws, "https://app.example/a", "");
+        let l = InvitationLink::parse(&mixed, &allowed).unwrap();
+        assert!(l.is_insecure_loopback());
+        assert!(
+            l.into_invitation(None, None)
+                .unwrap()
+                .allow_insecure_loopback()
+        );
+        for bad in [
+            "ws://127.0.0.2/app/k",
+            "ws://10.0.0.1/app/k",
+            "ws://localhost.evil.example/app/k",
+            "ws://[::2]/app/k",
+        ] {
+            assert!(
+                InvitationLink::parse(&reverb_link('#', bad, auth, ""), &allowed).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     /// mcp-relay-client's `conformance/endpoints.json` and
