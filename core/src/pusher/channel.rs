@@ -470,7 +470,9 @@ impl PusherChannel {
     }
 
     /// The auth bridge's signature for the socket and channel of the last
-    /// [`PusherEvent::AuthNeeded`]; queues `pusher:subscribe`.
+    /// [`PusherEvent::AuthNeeded`]; queues `pusher:subscribe`. (`now` is
+    /// taken for symmetry with the other inputs: a subscription the server
+    /// never answers is bounded by the caller's own deadline.)
     ///
     /// # Errors
     /// [`PusherError::NotAwaitingAuth`] when none was asked for,
