@@ -29,6 +29,7 @@ use url::{Host, Url};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Transport {
     /// The HTTP relay at the invitation's relay URL (the default).
     #[default]
