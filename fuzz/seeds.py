@@ -388,6 +388,12 @@ def link():
         "hostile_host": (1, "http://0x7f.1:8787/sess?token=" + tok),
         "hostile_dots": (0, "https://x.test/agent-relay/../sess?token=" + tok),
         "hostile_http": (0, "http://x.test/#session=sess&token=" + tok),
+        "reverb_fragment": (0, "https://app.example/board#session=S1_abcd&token=" + tok + "&reverb=wss%3A%2F%2Fws.app.example%3A6001%2Fapp%2Fapp-key&auth=https%3A%2F%2Fapp.example%2Fbroadcasting%2Fauth"),
+        "reverb_query_channel": (0, "https://app.example/?session=S1_abcd&token=" + tok + "&reverb=wss://ws.app.example/app/k&auth=https://app.example/auth&channel=presence-agent.session.S1_abcd"),
+        "reverb_loopback": (1, "http://127.0.0.1:8000/#session=S1_abcd&token=" + tok + "&reverb=ws://127.0.0.1:8080/app/k&auth=http://localhost:8000/broadcasting/auth"),
+        "reverb_json": (0, '{"reverb":"wss://ws.app.example/app/k","auth":"https://app.example/auth","session":"S1_abcd","token":"' + tok + '"}'),
+        "hostile_reverb_token_in_url": (0, "https://app.example/#session=S1_abcd&token=" + tok + "&reverb=wss://ws.app.example/app/" + tok + "&auth=https://app.example/auth"),
+        "hostile_reverb_metadata": (0, "https://app.example/#session=S1_abcd&token=" + tok + "&reverb=wss://0xa9.254.169.254/app/k&auth=https://app.example/auth"),
         "hostile_json_dup": (0, '{"relay":"https://r.example","session":"web_0123","session_id":"web_4567","token":"' + tok + '"}'),
     }
     for name, (mode, text) in seeds.items():
@@ -519,6 +525,41 @@ def profile():
     write("profile", "array", bytes([0, 0x31]) + b"[1]\0hp")
     write("profile", "state", bytes([0, 0xff]) + b'"surface_unavailable"\0bad name!')
     write("profile", "pool_ops", bytes([0, 0x93]) + bytes([0, 1, 128, 3, 2, 1, 4, 9, 5, 7, 6, 0, 7, 1, 130, 5, 4, 255, 3, 2, 7, 0]))
+def pusher():
+    # Byte 0: bits 0-3 client events per second - 1, bit 4 presence, bit 5 a
+    # 300-byte message limit, bit 6 a 4-whisper backlog. Then lines: S server
+    # message, W whisper, A auth (g/f/k/p), T clock (ms), C close, X close here.
+    ch = "private-agent.session.S1"
+    welcome = 'S{"event":"pusher:connection_established","data":"{\\"socket_id\\":\\"123.456\\",\\"activity_timeout\\":30}"}'
+    ok = 'S{"event":"pusher_internal:subscription_succeeded","channel":"%s","data":"{}"}' % ch
+    def whisper_in(frame, channel=ch):
+        return 'S{"event":"client-mcp","channel":"%s","data":%s}' % (channel, frame)
+    join = [welcome, "Ag", ok]
+    seeds = {
+        "join_call": (9, join + ["W" + FRAME_REQ, whisper_in(FRAME_RESULT), "T1000"]),
+        "burst_paced": (0, join + ["W{\"n\":%d}" % i for i in range(14)] + ["T100", "T900", "T1000"]),
+        "oversized": (32, join + ["W" + FRAME_LIST, "W{\"a\":\"" + "x" * 300 + "\"}", "W{}"]),
+        "backlog": (64, join + ["W{}"] * 6),
+        "forged": (9, [welcome, "Af", 'S{"event":"pusher:error","data":{"code":4009,"message":"Authentication error"}}', "W{}"]),
+        "reverb_errors": (9, join + [
+            'S{"event":"pusher:error","data":"{\\"code\\":4009,\\"message\\":\\"The client is not a member of the specified channel.\\"}"}',
+            'S{"event":"pusher:error","data":"{\\"code\\":4200,\\"message\\":\\"Invalid message format\\"}"}',
+            'S{"event":"pusher:error","data":{"code":4301,"message":"Client event rejected due to rate limit"}}',
+            'S{"event":"pusher:error","data":{"code":4005,"message":"Rate limit exceeded"}}',
+        ]),
+        "presence": (16 | 9, [welcome.replace(ch, "presence-agent.session.S1"), "Ap", ok.replace("private-", "presence-"),
+                              'S{"event":"pusher_internal:member_added","channel":"presence-agent.session.S1","data":"{\\"user_id\\":\\"page\\"}"}',
+                              'S{"event":"pusher_internal:member_removed","channel":"presence-agent.session.S1","data":"{\\"user_id\\":7}"}']),
+        "ping_pong": (9, join + ["T30000", 'S{"event":"pusher:pong","data":{}}', 'S{"event":"pusher:ping","data":{}}', "T30000", "T30000"]),
+        "close_1009": (9, join + ["W{}", "C1009", "W{}"]),
+        "close_dropped": (9, join + ["C"]),
+        "other_channel": (9, join + [whisper_in(FRAME_RESULT, "private-agent.session.S2"), whisper_in(FRAME_NOTE), whisper_in('"{}"')]),
+        "wrong_key": (9, [welcome, "Ak", "An", ok, "W{}"]),
+        "no_welcome": (9, ["T40000", "W{}"]),
+        "garbage": (9, ["S", "S{}", "S[]", 'S{"event":7}', 'S{"event":"a","event":"b"}', "Z not json"]),
+    }
+    for name, (mode, lines) in seeds.items():
+        write("pusher", name, bytes([mode]) + "\n".join(lines).encode("utf-8"))
 
 
 def main():
@@ -545,6 +586,7 @@ def main():
     answer()
     share_link()
     profile()
+    pusher()
     total = 0
     for target in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, target))

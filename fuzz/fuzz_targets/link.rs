@@ -18,6 +18,10 @@
 //!   policy declaring exactly the link's host and port, so the host and
 //!   port the link shows are the ones the egress rules check;
 //! - its `Debug` never shows the token (unless a public part spells it);
+//! - a link naming a Reverb channel carries the token in neither URL, its
+//!   relay URL is the auth bridge's, and `ReverbEndpoint::new` accepts it
+//!   under a policy declaring exactly its two hosts and ports (and
+//!   `RelayEndpoint::new` refuses it: no relay routes on a bridge);
 //! - written again as a relay session URL (`{relay}/{session}?token=…`),
 //!   within the length bound, it reads back to the same relay, session and
 //!   token.
@@ -26,7 +30,7 @@
 
 use human_plus_core::{
     EgressPolicy, Error, InvitationError, InvitationLink, IpNet, LinkOptions, MAX_LINK_BYTES,
-    RELAY_ROUTE_SUFFIXES, RelayEndpoint,
+    RELAY_ROUTE_SUFFIXES, RelayEndpoint, ReverbChannel, ReverbEndpoint,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -42,6 +46,38 @@ fn pct(s: &str) -> String {
         }
     }
     out
+}
+
+fn unbracket(host: &str) -> String {
+    host.trim_start_matches('[').trim_end_matches(']').to_owned()
+}
+
+/// A link naming a Reverb channel: the token in neither URL, the relay URL
+/// the auth bridge's, plain loopback only when allowed, and both hosts
+/// accepted by the egress rules under a policy declaring exactly them.
+fn reverb_checks(link: &InvitationLink, reverb: &ReverbChannel, token: &str, loopback: bool) {
+    assert!(!reverb.ws_url().contains(token) && !reverb.auth_url().contains(token));
+    assert_eq!(link.relay_url(), reverb.auth_url());
+    assert!(human_plus_core::is_joinable_channel(reverb.channel()));
+    assert!(reverb.ws_url().starts_with("wss://") || reverb.ws_url().starts_with("ws://"));
+    if reverb.is_insecure_loopback() || link.is_insecure_loopback() {
+        assert!(loopback);
+    }
+    let (ws_host, auth_host) = (unbracket(&reverb.ws_host()), unbracket(&reverb.auth_host()));
+    let policy = EgressPolicy::new([ws_host.as_str(), auth_host.as_str()])
+        .allow_ports([reverb.ws_port(), reverb.auth_port()])
+        .allow_unverified_egress(true)
+        .allow_addresses(["0.0.0.0/0", "::/0"].map(|n| n.parse::<IpNet>().unwrap()));
+    let invitation = link
+        .clone()
+        .into_invitation(None, None)
+        .expect("an accepted link is a valid invitation");
+    let endpoint = ReverbEndpoint::new(&invitation, "fuzz", &policy)
+        .unwrap_or_else(|e| panic!("the egress rules refuse an accepted Reverb link: {e:?}"));
+    assert_eq!(endpoint.socket().port(), reverb.ws_port());
+    assert_eq!(endpoint.auth().port(), reverb.auth_port());
+    assert!(!endpoint.connect_url().contains(token));
+    assert!(RelayEndpoint::new(&invitation, "fuzz", &policy).is_err());
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -83,6 +119,10 @@ fuzz_target!(|data: &[u8]| {
         !relay.contains(['?', '#', '@', '\\', ' ']) && !relay.chars().any(char::is_control),
         "relay URL {relay:?}"
     );
+    if let Some(reverb) = link.reverb() {
+        reverb_checks(&link, reverb, &token, loopback);
+        return;
+    }
     if link.is_insecure_loopback() {
         assert!(loopback);
         assert!(relay.starts_with("http://"));

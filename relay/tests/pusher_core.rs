@@ -279,3 +279,46 @@ async fn the_core_and_the_server_measure_the_limit_alike() {
     server.shutdown().await;
     bridge.shutdown().await;
 }
+
+#[tokio::test]
+async fn on_a_presence_channel_the_machine_sees_the_page_leave() {
+    let p = "presence-agent.session.S1";
+    let page_token = "fedcba9876543210fedc";
+    let server = PusherServer::builder(KEY, SECRET).start().await.unwrap();
+    let bridge = AuthBridge::builder(KEY, SECRET)
+        .grant_as(TOKEN, p, "agent-1")
+        .grant_as(page_token, p, "page")
+        .start()
+        .await
+        .unwrap();
+    let mut ws = open(&server).await;
+    let mut ch = PusherChannel::new(KEY, p, PusherConfig::default(), Instant::now()).unwrap();
+    assert!(ch.is_presence());
+    let event = drive(&mut ch, &mut ws, &bridge, TOKEN, |e| {
+        matches!(e, PusherEvent::Subscribed)
+    })
+    .await;
+    assert_eq!(event, PusherEvent::Subscribed);
+
+    // The page joins as "page", then is killed (no close frame).
+    let mut page = open(&server).await;
+    let mut page_ch = PusherChannel::new(KEY, p, PusherConfig::default(), Instant::now()).unwrap();
+    let event = drive(&mut page_ch, &mut page, &bridge, page_token, |e| {
+        matches!(e, PusherEvent::Subscribed)
+    })
+    .await;
+    assert_eq!(event, PusherEvent::Subscribed);
+    let event = drive(&mut ch, &mut ws, &bridge, TOKEN, |e| {
+        matches!(e, PusherEvent::MemberAdded(_))
+    })
+    .await;
+    assert_eq!(event, PusherEvent::MemberAdded("page".into()));
+    drop(page);
+    let event = drive(&mut ch, &mut ws, &bridge, TOKEN, |e| {
+        matches!(e, PusherEvent::MemberRemoved(_))
+    })
+    .await;
+    assert_eq!(event, PusherEvent::MemberRemoved("page".into()));
+    server.shutdown().await;
+    bridge.shutdown().await;
+}

@@ -29,6 +29,7 @@ use url::{Host, Url};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Transport {
     /// The HTTP relay at the invitation's relay URL (the default).
     #[default]
@@ -371,9 +372,9 @@ pub fn is_joinable_channel(name: &str) -> bool {
         })
 }
 
-/// The channel a page joins when its link names none: seed 004's
-/// `Echo.private(\`agent.session.${sessionId}\`)`, i.e.
-/// `private-agent.session.<ID>`.
+/// The channel a page joins when its link names none: seed 004's page
+/// joins `Echo.private("agent.session." + sessionId)`, which Laravel Echo
+/// names `private-agent.session.{sessionId}`.
 ///
 /// ```
 /// assert_eq!(human_plus_core::default_reverb_channel("S1_abcd"), "private-agent.session.S1_abcd");

@@ -218,6 +218,11 @@ pub enum PusherEvent {
 
 /// A connection joined to one private or presence channel.
 ///
+/// One value is one WebSocket connection: after [`PusherEvent::Closed`] a
+/// runtime that may reconnect ([`PusherClosed::reconnect`]) opens a new
+/// socket with a new `PusherChannel` (a new socket id needs a new
+/// signature).
+///
 /// ```
 /// use std::time::{Duration, Instant};
 /// use human_plus_core::{ChannelAuth, PusherChannel, PusherConfig, PusherEvent, PusherState};
@@ -427,6 +432,20 @@ impl PusherChannel {
                     self.push_event(PusherEvent::ServerError(e));
                 }
             }
+            PusherFrame::Other {
+                event,
+                channel: Some(channel),
+            } if event == "pusher:subscription_error"
+                && channel == self.channel
+                && self.state == PusherState::Subscribing =>
+            {
+                // Pusher's own name for a refused subscription.
+                self.state = PusherState::Refused;
+                self.push_event(PusherEvent::SubscriptionRefused(PusherServerError {
+                    code: PusherErrorCode::Missing,
+                    message: "pusher:subscription_error".to_owned(),
+                }));
+            }
             PusherFrame::SubscriptionSucceeded { channel }
                 if channel == self.channel && self.state == PusherState::Subscribing =>
             {
@@ -470,7 +489,9 @@ impl PusherChannel {
     }
 
     /// The auth bridge's signature for the socket and channel of the last
-    /// [`PusherEvent::AuthNeeded`]; queues `pusher:subscribe`.
+    /// [`PusherEvent::AuthNeeded`]; queues `pusher:subscribe`. (`now` is
+    /// taken for symmetry with the other inputs: a subscription the server
+    /// never answers is bounded by the caller's own deadline.)
     ///
     /// # Errors
     /// [`PusherError::NotAwaitingAuth`] when none was asked for,
@@ -741,6 +762,23 @@ mod tests {
             }
         }
         panic!("no refusal");
+    }
+
+    #[test]
+    fn a_subscription_error_is_a_refusal() {
+        let t = Instant::now();
+        let mut ch = PusherChannel::new("key", CH, PusherConfig::default(), t).unwrap();
+        ch.handle_text(WELCOME, t);
+        ch.authorize(auth_for(CH, None), t).unwrap();
+        ch.handle_text(
+            r#"{"event":"pusher:subscription_error","channel":"private-agent.session.S1","data":{"status":403}}"#,
+            t,
+        );
+        assert_eq!(ch.state(), PusherState::Refused);
+        assert!(
+            std::iter::from_fn(|| ch.poll_event())
+                .any(|e| matches!(e, PusherEvent::SubscriptionRefused(_)))
+        );
     }
 
     #[test]
