@@ -38,6 +38,7 @@ mod driver;
 mod entropy;
 mod failure;
 mod flavours;
+mod kept;
 mod lease;
 mod manager;
 mod parts;
@@ -56,6 +57,7 @@ pub use driver::{
 };
 pub use entropy::{OsEntropy, os_entropy};
 pub use failure::RequestFailure;
+pub use kept::{DEFAULT_KEPT_LEG_IDLE, DEFAULT_KEPT_LEGS, KeptLegBounds};
 pub use manager::{Attached, DEFAULT_CONNECT_TIMEOUT, HumanPlus, HumanPlusBuilder};
 pub use parts::Parts;
 pub use resolve::{Resolve, ResolveBlocking, Resolving, StaticResolver, SystemResolver};
@@ -88,7 +90,10 @@ pub mod exports {
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
     };
 
-    pub use crate::{Attached, DEFAULT_CONNECT_TIMEOUT, StaticResolver, SystemResolver, TlsRoots};
+    pub use crate::{
+        Attached, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEPT_LEG_IDLE, DEFAULT_KEPT_LEGS, KeptLegBounds,
+        StaticResolver, SystemResolver, TlsRoots,
+    };
 }
 
 /// Logs (at debug level) that a runtime starts `req`: its id, method, leg

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use human_plus_core::ManagerConfig;
 
+use crate::KeptLegBounds;
+
 /// What a manager is made of, as its builder assembled it.
 #[derive(Debug)]
 pub struct Parts<D, S> {
@@ -19,4 +21,6 @@ pub struct Parts<D, S> {
     pub lock_lease: Duration,
     /// How long an operation waits for the store lock.
     pub lock_wait: Duration,
+    /// The bounds on the receive legs kept between operations.
+    pub kept_legs: KeptLegBounds,
 }
