@@ -81,10 +81,11 @@ pub mod exports {
     pub use human_plus_core::{
         Activity, AttachmentState, AttachmentSummary, Busy, CallResult, ConflictDetection,
         DEFAULT_RELAY_PATH, DeliveryUnknown, Discovery, EgressPolicy, Error, InvitationLink,
-        LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, Participant,
-        Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard, SurfaceAttachment,
-        SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceTool, ToolClaims,
-        ToolDefinition, TransportConfig, TrustPolicy, WhatChanged, Withheld, keyed_attachment_id,
+        LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, OwnerKey,
+        Participant, Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard,
+        SurfaceAttachment, SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceTool,
+        ToolClaims, ToolDefinition, TransportConfig, TrustPolicy, WhatChanged, Withheld,
+        keyed_attachment_id,
     };
     pub use human_plus_store::{
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,

@@ -63,8 +63,9 @@ pub use redis_store::{KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(6);
 
 /// How long a manager waits for a lock another worker holds before
-/// answering [`Error::Busy`] (never longer than the operation's own
-/// timeout).
+/// answering [`Error::Busy`]: 10 s (never longer than the operation's own
+/// timeout). A queue worker that would rather put a job back than hold a
+/// thread sets it shorter (the builder's `lock_wait`).
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// How often the holder of a lock leased for `lease` renews it while it
