@@ -382,13 +382,27 @@ impl InMemoryAttachmentStore {
     }
 
     fn put_now(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
+        // One pass through the map on the usual path (a compare-and-set
+        // of a record that is there).
         let mut records = self.records()?;
-        let found = records.get(record.id()).map(SurfaceAttachment::generation);
-        if found != expected {
-            return Err(Error::StoreConflict { expected, found });
+        match records.get_mut(record.id()) {
+            Some(slot) if Some(slot.generation()) == expected => {
+                slot.clone_from(record);
+                Ok(())
+            }
+            Some(slot) => Err(Error::StoreConflict {
+                expected,
+                found: Some(slot.generation()),
+            }),
+            None if expected.is_none() => {
+                records.insert(record.id().to_owned(), record.clone());
+                Ok(())
+            }
+            None => Err(Error::StoreConflict {
+                expected,
+                found: None,
+            }),
         }
-        records.insert(record.id().to_owned(), record.clone());
-        Ok(())
     }
 
     /// One attempt to take the lock: the guard, or when the holder's lease
@@ -400,18 +414,21 @@ impl InMemoryAttachmentStore {
     ) -> Result<Result<LockGuard, (Instant, Duration)>, Error> {
         let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
         let now = Instant::now();
-        if let Some(held) = locks.get(id).filter(|h| h.expires > now) {
-            return Ok(Err((held.expires, held.lease)));
-        }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
-        locks.insert(
-            id.to_owned(),
-            Held {
-                token,
-                expires: now + lease,
-                lease,
-            },
-        );
+        let taken = Held {
+            token,
+            expires: now + lease,
+            lease,
+        };
+        // One pass through the map: a lock whose lease ran out is taken
+        // over in place.
+        match locks.get_mut(id) {
+            Some(held) if held.expires > now => return Ok(Err((held.expires, held.lease))),
+            Some(held) => *held = taken,
+            None => {
+                locks.insert(id.to_owned(), taken);
+            }
+        }
         let inner = Arc::clone(&self.inner);
         let key = id.to_owned();
         Ok(Ok(LockGuard::new(id, token.to_string(), move || {
@@ -472,9 +489,11 @@ impl Inner {
     /// Frees lock `key` if it holds `token`, and wakes every waiter.
     fn free(inner: &Inner, key: &str, token: u64) {
         if let Ok(mut locks) = inner.locks.lock()
-            && locks.get(key).is_some_and(|h| h.token == token)
+            && let Some(held) = locks.remove(key)
+            && held.token != token
         {
-            locks.remove(key);
+            // Another holder's (this one's lease ran out): put it back.
+            locks.insert(key.to_owned(), held);
         }
         inner.released.notify(usize::MAX);
     }
