@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
@@ -165,7 +165,7 @@ pub fn busy(holder: Option<Holder>, lease: Duration) -> Error {
 pub struct LockGuard {
     id: String,
     token: String,
-    release: Option<Box<dyn FnOnce() + Send + Sync>>,
+    release: Mutex<Option<Box<dyn FnOnce() + Send + Sync>>>,
 }
 
 impl LockGuard {
@@ -180,7 +180,7 @@ impl LockGuard {
         LockGuard {
             id: id.into(),
             token: token.into(),
-            release: Some(Box::new(release)),
+            release: Mutex::new(Some(Box::new(release))),
         }
     }
 
@@ -198,7 +198,44 @@ impl LockGuard {
 
     /// Releases the lock now (dropping the guard does the same).
     pub fn release(mut self) {
-        if let Some(f) = self.release.take() {
+        self.run_release();
+    }
+
+    /// The lock was given back through its store (`release`, awaited):
+    /// dropping the guard then does nothing more. Without it, the drop
+    /// would give the lock back a second time (harmless, since a release
+    /// deletes only its own token, but one more store round trip, queued).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use human_plus_store::LockGuard;
+    ///
+    /// let released = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&released);
+    /// let guard = LockGuard::new("surface_1", "t1", move || {
+    ///     counter.fetch_add(1, Ordering::SeqCst);
+    /// });
+    /// guard.disarm();
+    /// drop(guard);
+    /// assert_eq!(released.load(Ordering::SeqCst), 0);
+    /// ```
+    pub fn disarm(&self) {
+        let release = self
+            .release
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(release);
+    }
+
+    fn run_release(&mut self) {
+        let release = self
+            .release
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(f) = release {
             f();
         }
     }
@@ -206,9 +243,7 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(f) = self.release.take() {
-            f();
-        }
+        self.run_release();
     }
 }
 
@@ -481,6 +516,7 @@ impl InMemoryAttachmentStore {
     fn release_now(&self, guard: &LockGuard) {
         if let Ok(token) = guard.token().parse() {
             Inner::free(&self.inner, guard.id(), token);
+            guard.disarm();
         }
     }
 }
