@@ -36,8 +36,13 @@ use crate::timing::percentile;
 /// What `compare service` runs.
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceOpts {
-    /// Pages, one conversation each (default 20).
+    /// Pages (default 20).
     pub pages: usize,
+    /// Conversations, on the pages in turn (default: one per page). More
+    /// than the replicas keep legs for shows the bound at work.
+    pub conversations: usize,
+    /// The replicas' bound on kept legs (default: the library's).
+    pub kept_legs: Option<usize>,
     /// Windows per row (default 4).
     pub rounds: usize,
     /// Calls per conversation per window (default 10).
@@ -91,6 +96,7 @@ fn replicas(
     redis_url: &str,
     prefix: &str,
     config: &ManagerConfig,
+    kept_legs: Option<usize>,
 ) -> [Replica; 2] {
     let key = [7u8; 32];
     let one = || {
@@ -100,10 +106,13 @@ fn replicas(
                 RedisConfig::new(redis_url, keyring).prefix(prefix),
             ))
             .unwrap_or_else(|e| panic!("redis store: {e}"));
-        HumanPlus::builder(config.clone())
-            .store(store)
-            .build()
-            .unwrap_or_else(|e| panic!("manager: {e}"))
+        let builder = HumanPlus::builder(config.clone()).store(store);
+        match kept_legs {
+            Some(max) => builder.kept_legs(max),
+            None => builder,
+        }
+        .build()
+        .unwrap_or_else(|e| panic!("manager: {e}"))
     };
     [one(), one()]
 }
@@ -154,8 +163,8 @@ pub fn run(opts: &ServiceOpts) -> String {
         .transport(TransportConfig::default().receive_leg(opts.leg.receive_leg()));
     let mut cold_config = defaults.clone();
     cold_config.transport.warm = false;
-    let kept = replicas(&rt, &redis.url(), "svc-kept:", &defaults);
-    let cold = replicas(&rt, &redis.url(), "svc-cold:", &cold_config);
+    let kept = replicas(&rt, &redis.url(), "svc-kept:", &defaults, opts.kept_legs);
+    let cold = replicas(&rt, &redis.url(), "svc-cold:", &cold_config, None);
     let invitation = |i: usize| {
         human_plus_core::SurfaceInvitation::new_insecure_loopback(
             format!("http://127.0.0.1:{port}"),
@@ -171,10 +180,11 @@ pub fn run(opts: &ServiceOpts) -> String {
     let mut ids: Vec<Vec<String>> = Vec::new();
     for pair in [&kept, &cold] {
         let mut row = Vec::new();
-        for i in 0..opts.pages {
+        for i in 0..opts.conversations {
             let p = Participant::new(format!("agent:{i}"), "Assistant", "#7c3aed");
+            let page = invitation(i % opts.pages);
             let attached = rt
-                .block_on(pair[0].attach_as(OWNER, &format!("c-{i}"), invitation(i), p))
+                .block_on(pair[0].attach_as(OWNER, &format!("c-{i}"), page, p))
                 .unwrap_or_else(|e| panic!("attach: {e}"));
             let id = attached.attachment.id().to_owned();
             for r in pair {
@@ -227,15 +237,19 @@ pub fn run(opts: &ServiceOpts) -> String {
         }
     }
     let mut out = format!(
-        "{} pages, one conversation each, called concurrently; two replicas on one redis-server; {} leg; \
-         {} windows per row of {} calls per conversation, alternating kept, cold, floor\n\n",
+        "{} pages, {} conversations called concurrently (kept legs bound: {}); two replicas on one redis-server; {} leg; \
+         {} windows per row of {} calls per conversation, alternating kept, cold, floor (the floor: one client per page)\n\n",
         opts.pages,
+        opts.conversations,
+        opts.kept_legs
+            .map_or_else(|| "the default".to_owned(), |n| n.to_string()),
         opts.leg.name(),
         opts.rounds,
         opts.calls,
     );
     out.push_str("| row | calls | p50 ms | p99 ms | p50 / floor | tools/list per call | tools/call per call | presence changes per call | Redis commands per call | Redis round trips per call | errors |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let rss_kib = crate::net::status_kib("VmRSS");
     let floor_p50 = {
         let mut s = rows[2].samples.clone();
         s.sort_unstable();
@@ -268,6 +282,10 @@ pub fn run(opts: &ServiceOpts) -> String {
             row.errors,
         ));
     }
+    out.push_str(&format!(
+        "\nThis process (relay, pages, both rows' replicas, the floor) at the end: {:.1} MiB resident\n",
+        rss_kib as f64 / 1024.0
+    ));
     for (row, name) in rows.iter().zip(["kept", "cold"]) {
         let n = row.samples.len().max(1) as f64;
         let per: Vec<String> = row

@@ -49,7 +49,9 @@
 //! one conversation each, called concurrently, in `--rounds N` alternating
 //! windows (default 4) of `--calls N` calls per conversation (default 10):
 //! kept legs (the defaults), cold legs (`warm(false)`), and a bare client
-//! keeping one leg per page; `--poll` for the long-poll leg.
+//! keeping one leg per page; `--poll` for the long-poll leg;
+//! `--conversations N` (default: one per page) spreads more conversations
+//! over the pages, and `--kept-legs N` sets the replicas' bound.
 //!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
@@ -169,8 +171,16 @@ fn main() {
         }
         "service" => {
             machine();
+            // Thousands of conversations: as many sockets as their legs need.
+            let _ = idle::raise_nofile();
             let opts = service::ServiceOpts {
-                pages: flag("--pages", 20),
+                pages: flag("--pages", 20).max(1),
+                conversations: flag("--conversations", flag("--pages", 20)).max(1),
+                kept_legs: args
+                    .iter()
+                    .position(|a| a == "--kept-legs")
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|v| v.parse().ok()),
                 rounds: flag("--rounds", 4),
                 calls: flag("--calls", 10),
                 leg: if args.iter().any(|a| a == "--poll") {
