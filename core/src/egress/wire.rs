@@ -260,6 +260,8 @@ impl ReceiveLeg {
 /// let c = TransportConfig::default().receive_leg(ReceiveLeg::fancy_poll()).timeout(Duration::from_secs(15));
 /// assert_eq!(c.timeout, Duration::from_secs(15));
 /// assert_eq!(c.max_frame_bytes, 262_144);
+/// assert!(c.warm, "the receive leg is kept between operations by default");
+/// assert!(!c.warm(false).warm); // a process that runs one operation and exits
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportConfig {
