@@ -38,8 +38,8 @@ use human_plus_core::{
     TransportError, TransportErrorKind,
 };
 use human_plus_runtime::{
-    Attached, Driver, HumanPlus, HumanPlusBuilder, Resolve, ResolveBlocking, ResolverOf,
-    StaticResolver, TlsRoots,
+    Attached, Driver, HumanPlus, HumanPlusBuilder, KeptLegBounds, Resolve, ResolveBlocking,
+    ResolverOf, StaticResolver, TlsRoots,
 };
 use human_plus_store::{AsyncAttachmentStore, InMemoryAttachmentStore};
 use serde_json::Value;
@@ -144,6 +144,9 @@ pub struct AgentSetup {
     /// How long an operation's store lock is leased (renewed every third
     /// of it while the operation runs).
     pub lock_lease: Duration,
+    /// The bounds on the receive legs the manager keeps between operations
+    /// (in warm mode): how many, and how long unused.
+    pub kept_legs: KeptLegBounds,
     /// The in-memory store the manager keeps its records in: a clone of
     /// another agent's store makes the two managers share records and
     /// locks, as two workers on one store.
@@ -159,8 +162,9 @@ pub struct AgentSetup {
 
 impl AgentSetup {
     /// A setup with the bundled roots, the system resolver, a 10 s connect
-    /// timeout, the store's default lock wait and lease, a new in-memory
-    /// store and a tokio runtime with one worker thread.
+    /// timeout, the store's default lock wait and lease, the default bounds
+    /// on kept legs, a new in-memory store and a tokio runtime with one
+    /// worker thread.
     #[must_use]
     pub fn new(config: ManagerConfig) -> Self {
         AgentSetup {
@@ -170,6 +174,7 @@ impl AgentSetup {
             connect_timeout: human_plus_runtime::DEFAULT_CONNECT_TIMEOUT,
             lock_wait: human_plus_store::DEFAULT_LOCK_WAIT,
             lock_lease: human_plus_store::DEFAULT_LEASE,
+            kept_legs: KeptLegBounds::default(),
             store: InMemoryAttachmentStore::new(),
             shutdown_grace: human_plus_runtime::DEFAULT_SHUTDOWN_GRACE,
             tokio_workers: 1,
@@ -445,7 +450,9 @@ fn builder<D: Driver>(
         .connect_timeout(setup.connect_timeout)
         .lock_wait(setup.lock_wait)
         .lock_lease(setup.lock_lease)
-        .shutdown_grace(setup.shutdown_grace);
+        .shutdown_grace(setup.shutdown_grace)
+        .kept_legs(setup.kept_legs.max)
+        .kept_leg_idle(setup.kept_legs.idle);
     match resolver {
         Some(resolver) => builder.resolver(resolver),
         None => builder,

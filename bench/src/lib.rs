@@ -11,6 +11,9 @@
 //! * [`queue`]: the queue worker as worker processes on one Redis, with a
 //!   worker killed mid-run, and what lease renewal adds to a long call;
 //! * [`redis_server`]: a throwaway `redis-server` on a free loopback port;
+//! * [`service`]: the example service's shape (two replicas, one Redis,
+//!   pages called concurrently), kept legs beside cold ones and the
+//!   keep-alive floor (issue 43);
 //! * [`idle`]: 10,000 warm attachments idle in one process, then calling
 //!   once each;
 //! * [`timing`]: the harness the `compare` binary and `bench.py` share;
@@ -37,5 +40,6 @@ pub mod proxy;
 pub mod queue;
 pub mod redis_server;
 pub mod scale;
+pub mod service;
 pub mod timing;
 pub mod workloads;

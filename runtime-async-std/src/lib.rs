@@ -148,7 +148,9 @@
 //! Connections are kept and reused, only for the same scheme, host, port,
 //! vetted address, egress proxy and auth, and for a bounded time
 //! ([`TransportConfig::pool`]). In warm mode ([`TransportConfig::warm`],
-//! off by default) an attachment's receive leg stays open between
+//! on by default; at most 512 legs, each closed after 90 s unused:
+//! [`HumanPlusBuilder::kept_legs`](generic::HumanPlusBuilder::kept_legs) and
+//! [`kept_leg_idle`](generic::HumanPlusBuilder::kept_leg_idle)) an attachment's receive leg stays open between
 //! operations; since nothing is spawned, nothing reads it meanwhile: what
 //! it delivered (a person's activity, a change of the tools) is read when
 //! the next operation, [`take_seen`](generic::HumanPlus::take_seen) or

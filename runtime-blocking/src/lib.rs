@@ -145,14 +145,16 @@
 //! ureq agent per connection key: scheme, host, port, vetted address,
 //! egress proxy and auth), for a bounded time ([`TransportConfig::pool`]).
 //!
-//! In warm mode ([`TransportConfig::warm`], off by default) an attachment's
+//! In warm mode ([`TransportConfig::warm`], on by default; at most 512 legs,
+//! each closed after 90 s unused: [`HumanPlusBuilder::kept_legs`](generic::HumanPlusBuilder::kept_legs)
+//! and [`kept_leg_idle`](generic::HumanPlusBuilder::kept_leg_idle)) an attachment's
 //! receive leg stays open between operations (the SSE stream, or a poll
 //! parked on the relay), on a request thread of its own that keeps reading:
 //! what it delivers meanwhile (a person's activity, a change of the tools)
 //! is what the next operation, [`take_seen`](generic::BlockingHumanPlus::take_seen)
 //! and [`listing_current_for`](generic::BlockingHumanPlus::listing_current_for)
 //! read, as in the async runtimes. It costs that thread and one open
-//! connection per warm attachment for as long as the manager keeps it.
+//! connection per kept leg for as long as the manager keeps it.
 //!
 //! The egress policy is enforced where the connection is made: the relay's
 //! host is resolved through the [`Resolve`] configured on the builder, the

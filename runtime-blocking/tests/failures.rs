@@ -231,7 +231,11 @@ fn no_error_or_debug_output_carries_the_token() {
             World::http("leaks")
         };
         for leg in legs() {
-            let hp = world.manager_with(world.config(&leg, Duration::from_secs(3)));
+            // One leg per operation, so the receive leg's faults below
+            // reach each read (a kept leg would not be opened again).
+            let mut config = world.config(&leg, Duration::from_secs(3));
+            config.transport.warm = false;
+            let hp = world.manager_with(config);
             outputs.push(format!("{hp:?}"));
             let a = hp.attach(OWNER, world.invitation(), participant()).unwrap();
             outputs.push(format!("{a:?}"));

@@ -45,7 +45,11 @@ fn cancelled_sse_readers_exit_long_before_their_deadline() {
     let world = World::http("threads");
     // A minute-long exchange timeout: a reader waiting for its deadline
     // would linger that long.
-    let hp = world.manager_with(world.config(&ReceiveLeg::Sse, Duration::from_secs(60)));
+    // One leg per operation: a kept leg's reader stays by design (closed
+    // idle, at the bound or at shutdown).
+    let mut config = world.config(&ReceiveLeg::Sse, Duration::from_secs(60));
+    config.transport.warm = false;
+    let hp = world.manager_with(config);
     let a = hp.attach(OWNER, world.invitation(), participant()).unwrap();
     hp.call(OWNER, a.id(), "sheet_get_cell", json!({"address": "A1"}))
         .unwrap();
@@ -56,7 +60,9 @@ fn cancelled_sse_readers_exit_long_before_their_deadline() {
 
     // A silent page: the exchange times out and its stream is cancelled.
     world.set_faults(Faults::new().drop_replies());
-    let quick = world.manager_with(world.config(&ReceiveLeg::Sse, Duration::from_secs(2)));
+    let mut config = world.config(&ReceiveLeg::Sse, Duration::from_secs(2));
+    config.transport.warm = false;
+    let quick = world.manager_with(config);
     let b = quick
         .attach(OWNER, world.invitation(), participant())
         .unwrap();

@@ -231,6 +231,7 @@ impl<D: Driver, S> BlockingHumanPlus<D, S> {
                 lock_lease: parts.lock_lease,
                 lock_wait: wait,
                 shutdown_grace: parts.shutdown_grace,
+                kept_legs: parts.kept_legs,
             }),
         }
     }
@@ -713,8 +714,8 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
     /// the kept leg delivered since the last operation: the blocking runtime
     /// keeps a warm attachment's leg open between operations on one of its
     /// request threads, so a person's edit between two jobs is seen without
-    /// waiting. Without warm mode (the default) no leg is kept between
-    /// operations, and this is what the operations themselves saw. What was
+    /// waiting. With warm mode turned off no leg is kept between operations,
+    /// and this is what the operations themselves saw. What was
     /// seen is kept in this manager (this process), not in the shared store.
     ///
     /// # Errors
@@ -738,7 +739,8 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
     /// or `None` when the next [`BlockingHumanPlus::tools`] would list again. In
     /// warm mode the blocking runtime keeps the leg between operations (on a
     /// request thread) and the listing with it, as the async runtimes do; it is
-    /// `None` without warm mode (the default), before a listing was kept, for a
+    /// `None` with warm mode turned off, before a listing was kept (or once its
+    /// leg was closed idle or at the bound), for a
     /// surface that did not declare `tools.listChanged`, after a list change or
     /// a gap, and once the listing is too old. No network, no lock.
     ///

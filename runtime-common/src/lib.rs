@@ -38,6 +38,7 @@ mod driver;
 mod entropy;
 mod failure;
 mod flavours;
+mod kept;
 mod lease;
 mod manager;
 mod parts;
@@ -56,6 +57,7 @@ pub use driver::{
 };
 pub use entropy::{OsEntropy, os_entropy};
 pub use failure::RequestFailure;
+pub use kept::{DEFAULT_KEPT_LEG_IDLE, DEFAULT_KEPT_LEGS, KeptLegBounds};
 pub use manager::{
     Attached, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, HumanPlus, HumanPlusBuilder,
 };
@@ -81,19 +83,19 @@ pub mod exports {
     pub use human_plus_core::{
         Activity, AttachmentState, AttachmentSummary, Busy, CallResult, ConflictDetection,
         DEFAULT_RELAY_PATH, DeliveryUnknown, Discovery, EgressPolicy, Error, InvitationLink,
-        LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, Participant,
-        Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard, SurfaceAttachment,
-        SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation, SurfaceRevision, SurfaceTool,
-        ToolClaims, ToolDefinition, TransportConfig, TrustPolicy, Unrecorded, WhatChanged,
-        Withheld, keyed_attachment_id,
+        LinkForm, LinkNote, LinkOptions, ListedChanges, ManagerConfig, NO_PINS, Owner, OwnerKey,
+        Participant, Priority, ReceiveLeg, RelayAuth, RelayPathNotFound, ResultGuard,
+        SurfaceAttachment, SurfaceChangedUnderYou, SurfaceChanges, SurfaceInvitation,
+        SurfaceRevision, SurfaceTool, ToolClaims, ToolDefinition, TransportConfig, TrustPolicy,
+        Unrecorded, WhatChanged, Withheld, keyed_attachment_id,
     };
     pub use human_plus_store::{
         DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
     };
 
     pub use crate::{
-        Attached, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, StaticResolver, SystemResolver,
-        TlsRoots,
+        Attached, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEPT_LEG_IDLE, DEFAULT_KEPT_LEGS,
+        DEFAULT_SHUTDOWN_GRACE, KeptLegBounds, StaticResolver, SystemResolver, TlsRoots,
     };
 }
 

@@ -58,6 +58,7 @@ use tracing::Instrument;
 
 use crate::driver::{Drive, Driver, Flavour, KeptStream, ManagerOf, NetSettings, ResolverOf};
 use crate::entropy::{OsEntropy, os_entropy};
+use crate::kept::{KeptLegBounds, KeptLegs};
 use crate::lease::{Held, Keep, Keeper, Kept, Ticket, keep_beside};
 use crate::parts::Parts;
 use crate::tls::{TlsRoots, client_config};
@@ -179,8 +180,9 @@ struct Inner<D: Driver, S> {
     store: Arc<S>,
     driver: D,
     init: Mutex<InitCache>,
-    /// Warm attachments' receive legs between operations (warm mode).
-    warm: Mutex<HashMap<String, WarmSlot<D>>>,
+    /// Warm attachments' receive legs between operations (warm mode),
+    /// bounded ([`HumanPlusBuilder::kept_legs`]).
+    warm: Mutex<KeptLegs<WarmSlot<D>>>,
     /// What operations' receive legs showed, per attachment, not yet taken
     /// ([`HumanPlus::take_seen`]).
     seen: Mutex<HashMap<String, Seen>>,
@@ -288,7 +290,7 @@ impl<D: Driver, S> HumanPlus<D, S> {
     #[must_use]
     pub fn from_parts(parts: Parts<D, S>) -> Self {
         let mut config = parts.config;
-        if !<D::Stream as KeptStream>::KEPT {
+        if !<D::Stream as KeptStream>::KEPT || parts.kept_legs.keeps_none() {
             config.transport.warm = false;
         }
         HumanPlus {
@@ -297,7 +299,7 @@ impl<D: Driver, S> HumanPlus<D, S> {
                 store: Arc::new(parts.store),
                 driver: parts.driver,
                 init: Mutex::new(InitCache::new()),
-                warm: Mutex::new(HashMap::new()),
+                warm: Mutex::new(KeptLegs::new(parts.kept_legs)),
                 seen: Mutex::new(HashMap::new()),
                 holding: Mutex::new(HashMap::new()),
                 keeper: Keeper::default(),
@@ -722,11 +724,8 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             *entry = entry.merged(seen);
         }
         if let Some(leg) = warm {
-            inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id, (leg, stream));
+            let closed = self.kept().put(id, (leg, stream), D::now());
+            drop(closed);
         }
         tracing::debug!("attached and verified");
         Ok(Attached {
@@ -1188,7 +1187,8 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// leg stays provably current (the listing rule of
     /// [`TransportConfig::listing_max_age`](human_plus_core::TransportConfig::listing_max_age)),
     /// or `None` when the next [`HumanPlus::tools`] would list again: no warm leg
-    /// (warm mode off, which is the default, or none kept yet), a surface that did
+    /// (warm mode turned off, none kept yet, or closed idle or at the bound of
+    /// [`HumanPlusBuilder::kept_legs`]), a surface that did
     /// not declare `tools.listChanged`, a list change seen, a gap, or the
     /// listing's age. Warm mode keeps a leg in every runtime. What the kept leg
     /// delivered since the last operation is read first. No network, no lock.
@@ -1229,16 +1229,26 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// last operation (without waiting), then applies `f` to it; `None`
     /// when no leg is kept (none yet, an operation running, or cold).
     fn kept_leg<T>(&self, id: &str, f: impl FnOnce(&mut WarmLeg) -> T) -> Option<T> {
-        let mut warm = self
-            .inner
+        let mut warm = self.kept();
+        let (slot, closed) = warm.peek(id, D::now());
+        let found = slot.map(|(leg, stream)| {
+            if let Some(s) = stream {
+                s.drain_into(leg);
+            }
+            f(leg)
+        });
+        drop(warm);
+        drop(closed);
+        found
+    }
+
+    /// The kept legs (warm mode), locked. What the set closes is dropped
+    /// after the lock (dropping a stream closes its leg).
+    fn kept(&self) -> std::sync::MutexGuard<'_, KeptLegs<WarmSlot<D>>> {
+        self.inner
             .warm
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let (leg, stream) = warm.get_mut(id)?;
-        if let Some(s) = stream {
-            s.drain_into(leg);
-        }
-        Some(f(leg))
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Asks the surface's change feed what changed since the revision the agent
@@ -1480,7 +1490,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             }
         }
         // Dropping the kept streams closes the warm legs.
-        let warm = std::mem::take(&mut *inner.warm.lock().unwrap_or_else(PoisonError::into_inner));
+        let warm = self.kept().drain();
         drop(warm);
         inner.driver.close_idle();
         tracing::debug!("manager shut down");
@@ -1619,6 +1629,14 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         // Not held here any more before the lock is given back: the next
         // holder marks it again once it has the lock.
         drop(held);
+        // Given back before the answer (one store round trip), so the next
+        // call, here or on another replica, finds it free rather than
+        // queued behind a release on a background thread (issue 43: under
+        // load the queued release made calls wait and cost store commands).
+        // Only a failed release is left to the guard's drop.
+        if inner.store.release(&lock.guard).await.is_ok() {
+            lock.guard.disarm();
+        }
         drop(lock);
         result
     }
@@ -1757,11 +1775,8 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         let inner = &*self.inner;
         let mut stream = None;
         if inner.config.transport.warm {
-            let slot = inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
+            let (slot, closed) = self.kept().take(&id, D::now());
+            drop(closed);
             if let Some((mut leg, kept)) = slot {
                 if let Some(mut s) = kept {
                     s.drain_into(&mut leg);
@@ -1780,11 +1795,8 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             *kept = kept.merged(outcome.seen);
         }
         if let Some(leg) = outcome.warm.take() {
-            inner
-                .warm
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id, (leg, stream));
+            let closed = self.kept().put(id, (leg, stream), D::now());
+            drop(closed);
         }
         let stored = match &outcome.record {
             Some(record) => {
@@ -1861,6 +1873,7 @@ pub struct HumanPlusBuilder<D: Driver, S = InMemoryAttachmentStore> {
     lock_lease: Duration,
     lock_wait: Duration,
     shutdown_grace: Duration,
+    kept_legs: KeptLegBounds,
 }
 
 impl<D: Driver, S> fmt::Debug for HumanPlusBuilder<D, S> {
@@ -1871,6 +1884,7 @@ impl<D: Driver, S> fmt::Debug for HumanPlusBuilder<D, S> {
             .field("connect_timeout", &self.connect_timeout)
             .field("lock_lease", &self.lock_lease)
             .field("lock_wait", &self.lock_wait)
+            .field("kept_legs", &self.kept_legs)
             .finish_non_exhaustive()
     }
 }
@@ -1902,6 +1916,7 @@ impl<D: Driver> HumanPlusBuilder<D, InMemoryAttachmentStore> {
             lock_lease: DEFAULT_LEASE,
             lock_wait: DEFAULT_LOCK_WAIT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            kept_legs: KeptLegBounds::default(),
         }
     }
 }
@@ -1951,6 +1966,7 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
             lock_lease: self.lock_lease,
             lock_wait: self.lock_wait,
             shutdown_grace: self.shutdown_grace,
+            kept_legs: self.kept_legs,
         }
     }
 
@@ -2083,6 +2099,61 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
         self
     }
 
+    /// At most how many receive legs the manager keeps open between
+    /// operations (default [`DEFAULT_KEPT_LEGS`](crate::DEFAULT_KEPT_LEGS),
+    /// 512); beyond it the least recently used is closed. Legs in use by a
+    /// running operation are not counted.
+    ///
+    /// A kept leg is why a service's call costs one exchange: the POST and
+    /// its reply on a leg already open, the tools listed once and reused
+    /// while provably current, and the person's page sees the agent join
+    /// once rather than at every call. Each costs a socket and about 42 KiB
+    /// here (about 25 KiB at the relay); a conversation whose leg was closed
+    /// opens a new one at its next operation, correct but one round trip
+    /// and one listing dearer. Zero keeps none (as
+    /// [`TransportConfig::warm`](human_plus_core::TransportConfig::warm)
+    /// `false`): every operation opens its own leg and closes it.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// // A replica serving a few hundred live conversations at a time:
+    /// let human_plus = HumanPlus::builder(config).kept_legs(200).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn kept_legs(mut self, max: usize) -> Self {
+        self.kept_legs.max = max;
+        self
+    }
+
+    /// How long a kept receive leg may go unused before it is closed
+    /// (default [`DEFAULT_KEPT_LEG_IDLE`](crate::DEFAULT_KEPT_LEG_IDLE),
+    /// 90 s, hyper's `pool_idle_timeout`). Measured on the runtime's clock
+    /// from the end of the leg's last operation; an idle leg is closed at
+    /// the manager's next operation or look at its legs
+    /// ([`HumanPlus::take_seen`]), whichever attachment it is for, and
+    /// never handed to an operation. The person's page sees the agent leave
+    /// then. Zero keeps none.
+    ///
+    /// ```
+    /// # struct Rt; impl human_plus_runtime::Driver for Rt { type Flavour = human_plus_runtime::AsyncFlavour; type Stream = std::convert::Infallible; fn new(_: human_plus_runtime::NetSettings<dyn human_plus_runtime::Resolve>) -> Self { Rt } async fn drive<T: human_plus_core::OperationOutput + Send>(&self, _: human_plus_runtime::Drive<T, Self>) -> human_plus_runtime::Driven<T, Self> { Err(human_plus_core::Error::Timeout) } }
+    /// # type HumanPlus = human_plus_runtime::HumanPlus<Rt>;
+    /// # use std::time::Duration;
+    /// # use human_plus_core::{EgressPolicy, ManagerConfig, NO_PINS, TrustPolicy};
+    /// # let config = ManagerConfig::new(EgressPolicy::new(["relay.example"]), TrustPolicy::every_tool(NO_PINS));
+    /// // The agent stays on the person's page for a minute after its last call.
+    /// let human_plus = HumanPlus::builder(config).kept_leg_idle(Duration::from_secs(60)).build()?;
+    /// # Ok::<(), human_plus_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn kept_leg_idle(mut self, idle: Duration) -> Self {
+        self.kept_legs.idle = idle;
+        self
+    }
+
     /// Builds the runtime's manager, and its rustls configuration once: a
     /// [`HumanPlus`] for an async runtime's driver, a
     /// [`BlockingHumanPlus`](crate::BlockingHumanPlus) for the blocking
@@ -2128,6 +2199,7 @@ impl<D: Driver, S> HumanPlusBuilder<D, S> {
             lock_lease: self.lock_lease,
             lock_wait: self.lock_wait,
             shutdown_grace: self.shutdown_grace,
+            kept_legs: self.kept_legs,
         }
     }
 }

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use human_plus_core::ManagerConfig;
 
+use crate::KeptLegBounds;
+
 /// What a manager is made of, as its builder assembled it.
 #[derive(Debug)]
 pub struct Parts<D, S> {
@@ -21,4 +23,6 @@ pub struct Parts<D, S> {
     pub lock_wait: Duration,
     /// How long a shutdown lets the operations in flight finish.
     pub shutdown_grace: Duration,
+    /// The bounds on the receive legs kept between operations.
+    pub kept_legs: KeptLegBounds,
 }

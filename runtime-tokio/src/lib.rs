@@ -141,9 +141,11 @@
 //! the tunnel. Without one, the TCP connection goes straight to a vetted
 //! address. Connections are kept and reused, only for the same scheme,
 //! host, port, vetted address, egress proxy and auth, and for a bounded
-//! time ([`TransportConfig::pool`]); in warm mode ([`TransportConfig::warm`])
-//! an attachment's receive leg stays open between operations, read by a
-//! task.
+//! time ([`TransportConfig::pool`]); in warm mode ([`TransportConfig::warm`],
+//! on by default) an attachment's receive leg stays open between operations,
+//! read by a task: at most 512 legs, each closed after 90 s unused
+//! ([`HumanPlusBuilder::kept_legs`](generic::HumanPlusBuilder::kept_legs),
+//! [`kept_leg_idle`](generic::HumanPlusBuilder::kept_leg_idle)).
 //!
 //! Each operation runs in a `human_plus.<operation>` tracing span
 //! (attachment id, tool, receive leg); requests are logged at debug level

@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
@@ -63,8 +63,9 @@ pub use redis_store::{KeyLayout, Keyring, RedisAttachmentStore, RedisConfig};
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(6);
 
 /// How long a manager waits for a lock another worker holds before
-/// answering [`Error::Busy`] (never longer than the operation's own
-/// timeout).
+/// answering [`Error::Busy`]: 10 s (never longer than the operation's own
+/// timeout). A queue worker that would rather put a job back than hold a
+/// thread sets it shorter (the builder's `lock_wait`).
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// How often the holder of a lock leased for `lease` renews it while it
@@ -164,7 +165,7 @@ pub fn busy(holder: Option<Holder>, lease: Duration) -> Error {
 pub struct LockGuard {
     id: String,
     token: String,
-    release: Option<Box<dyn FnOnce() + Send + Sync>>,
+    release: Mutex<Option<Box<dyn FnOnce() + Send + Sync>>>,
 }
 
 impl LockGuard {
@@ -179,7 +180,7 @@ impl LockGuard {
         LockGuard {
             id: id.into(),
             token: token.into(),
-            release: Some(Box::new(release)),
+            release: Mutex::new(Some(Box::new(release))),
         }
     }
 
@@ -197,7 +198,44 @@ impl LockGuard {
 
     /// Releases the lock now (dropping the guard does the same).
     pub fn release(mut self) {
-        if let Some(f) = self.release.take() {
+        self.run_release();
+    }
+
+    /// The lock was given back through its store (`release`, awaited):
+    /// dropping the guard then does nothing more. Without it, the drop
+    /// would give the lock back a second time (harmless, since a release
+    /// deletes only its own token, but one more store round trip, queued).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use human_plus_store::LockGuard;
+    ///
+    /// let released = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&released);
+    /// let guard = LockGuard::new("surface_1", "t1", move || {
+    ///     counter.fetch_add(1, Ordering::SeqCst);
+    /// });
+    /// guard.disarm();
+    /// drop(guard);
+    /// assert_eq!(released.load(Ordering::SeqCst), 0);
+    /// ```
+    pub fn disarm(&self) {
+        let release = self
+            .release
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(release);
+    }
+
+    fn run_release(&mut self) {
+        let release = self
+            .release
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(f) = release {
             f();
         }
     }
@@ -205,9 +243,7 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(f) = self.release.take() {
-            f();
-        }
+        self.run_release();
     }
 }
 
@@ -381,13 +417,27 @@ impl InMemoryAttachmentStore {
     }
 
     fn put_now(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
+        // One pass through the map on the usual path (a compare-and-set
+        // of a record that is there).
         let mut records = self.records()?;
-        let found = records.get(record.id()).map(SurfaceAttachment::generation);
-        if found != expected {
-            return Err(Error::StoreConflict { expected, found });
+        match records.get_mut(record.id()) {
+            Some(slot) if Some(slot.generation()) == expected => {
+                slot.clone_from(record);
+                Ok(())
+            }
+            Some(slot) => Err(Error::StoreConflict {
+                expected,
+                found: Some(slot.generation()),
+            }),
+            None if expected.is_none() => {
+                records.insert(record.id().to_owned(), record.clone());
+                Ok(())
+            }
+            None => Err(Error::StoreConflict {
+                expected,
+                found: None,
+            }),
         }
-        records.insert(record.id().to_owned(), record.clone());
-        Ok(())
     }
 
     /// One attempt to take the lock: the guard, or when the holder's lease
@@ -399,18 +449,21 @@ impl InMemoryAttachmentStore {
     ) -> Result<Result<LockGuard, (Instant, Duration)>, Error> {
         let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
         let now = Instant::now();
-        if let Some(held) = locks.get(id).filter(|h| h.expires > now) {
-            return Ok(Err((held.expires, held.lease)));
-        }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
-        locks.insert(
-            id.to_owned(),
-            Held {
-                token,
-                expires: now + lease,
-                lease,
-            },
-        );
+        let taken = Held {
+            token,
+            expires: now + lease,
+            lease,
+        };
+        // One pass through the map: a lock whose lease ran out is taken
+        // over in place.
+        match locks.get_mut(id) {
+            Some(held) if held.expires > now => return Ok(Err((held.expires, held.lease))),
+            Some(held) => *held = taken,
+            None => {
+                locks.insert(id.to_owned(), taken);
+            }
+        }
         let inner = Arc::clone(&self.inner);
         let key = id.to_owned();
         Ok(Ok(LockGuard::new(id, token.to_string(), move || {
@@ -463,6 +516,7 @@ impl InMemoryAttachmentStore {
     fn release_now(&self, guard: &LockGuard) {
         if let Ok(token) = guard.token().parse() {
             Inner::free(&self.inner, guard.id(), token);
+            guard.disarm();
         }
     }
 }
@@ -471,9 +525,11 @@ impl Inner {
     /// Frees lock `key` if it holds `token`, and wakes every waiter.
     fn free(inner: &Inner, key: &str, token: u64) {
         if let Ok(mut locks) = inner.locks.lock()
-            && locks.get(key).is_some_and(|h| h.token == token)
+            && let Some(held) = locks.remove(key)
+            && held.token != token
         {
-            locks.remove(key);
+            // Another holder's (this one's lease ran out): put it back.
+            locks.insert(key.to_owned(), held);
         }
         inner.released.notify(usize::MAX);
     }

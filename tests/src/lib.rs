@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod hostile;
+pub mod kept;
 #[cfg(feature = "redis")]
 pub mod replica;
 pub mod scenarios;

@@ -2,7 +2,7 @@
 //! over loopback HTTP and over TLS.
 
 use human_plus_conformance::{AsyncStd, Blocking, LegKind, Tokio};
-use human_plus_conformance::{hostile, scenarios};
+use human_plus_conformance::{hostile, kept, scenarios};
 
 macro_rules! suite {
     ($module:ident, $runtime:ty) => {
@@ -198,6 +198,53 @@ macro_rules! warm_suite {
         }
     };
 }
+
+/// Kept legs as a service gets them by default: bounded, idle-closed,
+/// the listing reused, two replicas on one conversation (issue 43).
+macro_rules! kept_suite {
+    ($module:ident, $runtime:ty) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn kept_by_default_sse() {
+                kept::kept_by_default::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn kept_by_default_poll() {
+                kept::kept_by_default::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn closed_after_idle_sse() {
+                kept::closed_after_idle::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn closed_after_idle_poll() {
+                kept::closed_after_idle::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn least_recently_used_at_the_bound_sse() {
+                kept::least_recently_used_at_the_bound::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn least_recently_used_at_the_bound_poll() {
+                kept::least_recently_used_at_the_bound::<$runtime>(LegKind::Poll);
+            }
+            #[test]
+            fn two_replicas_one_conversation_sse() {
+                kept::two_replicas_one_conversation::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn two_replicas_one_conversation_poll() {
+                kept::two_replicas_one_conversation::<$runtime>(LegKind::Poll);
+            }
+        }
+    };
+}
+
+kept_suite!(tokio_kept, Tokio);
+kept_suite!(blocking_kept, Blocking);
+kept_suite!(async_std_kept, AsyncStd);
 
 warm_suite!(tokio_warm, Tokio);
 warm_suite!(blocking_warm, Blocking);

@@ -1232,3 +1232,99 @@ fn a_primary_stopped_during_pinned_writes_fails_over_with_nothing_lost_or_applie
         .arg(store.record_key(&id))
         .query::<i64>(cluster.raw().like());
 }
+
+/// Every command Redis has run (`INFO commandstats`), by name, summed over
+/// every node; scripts' own commands are counted too, as Redis counts them.
+fn all_command_calls() -> BTreeMap<String, u64> {
+    let mut all = BTreeMap::new();
+    for url in Target::generic().urls() {
+        let mut node = Target::Single(url).raw();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(node.like())
+            .unwrap();
+        for line in info.lines() {
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(":calls="))
+            else {
+                continue;
+            };
+            let calls = rest
+                .split(',')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            *all.entry(name.to_owned()).or_default() += calls;
+        }
+    }
+    all
+}
+
+/// The store's share of a warm call (issue 43): with the leg kept, a call
+/// makes four store round trips (lock, load, put when the record changed,
+/// release), and Redis runs what the lock, the record and the fence need.
+/// The breakdown is printed (for `BENCHMARKS.md`); the assertion is on the
+/// round trips, which do not depend on other tests sharing the server.
+#[test]
+fn a_warm_call_costs_four_store_round_trips() {
+    let _serial = serial();
+    let env = Env::start();
+    let keys = Keys::new();
+    let key_hex = random_hex(32);
+    let (worker, log) = Worker::new(Kind::Tokio, env.port, &keys.prefix, &key_hex);
+    let id = worker.attach(env.invitation()).id().to_owned();
+    // Warm: the leg and the listing are kept from here.
+    worker
+        .call(&id, "sheet_get_cell", json!({"address": "A1"}))
+        .unwrap();
+    const N: u64 = 20;
+    for (label, write) in [("read", false), ("write", true)] {
+        *log.lock().unwrap() = Log::default();
+        let before = all_command_calls();
+        for i in 0..N {
+            let (tool, args) = if write {
+                (
+                    "sheet_set_cell",
+                    json!({"address": "C3", "value": format!("v{i}")}),
+                )
+            } else {
+                ("sheet_get_cell", json!({"address": "A1"}))
+            };
+            worker.call(&id, tool, args).unwrap();
+        }
+        let after = all_command_calls();
+        let mut per_call = Vec::new();
+        let mut total = 0;
+        for (name, n) in &after {
+            let d = n - before.get(name).copied().unwrap_or(0);
+            // INFO itself ran once between the two snapshots.
+            let d = if name == "info" {
+                d.saturating_sub(1)
+            } else {
+                d
+            };
+            if d > 0 {
+                total += d;
+                per_call.push(format!("{name} {:.2}", d as f64 / N as f64));
+            }
+        }
+        let log = log.lock().unwrap();
+        let (locks, puts) = (log.lock_waits.len() as u64, log.puts.len() as u64);
+        println!(
+            "redis per warm {label} call: {:.2} commands ({}); {:.2} locks, {:.2} puts",
+            total as f64 / N as f64,
+            per_call.join(", "),
+            locks as f64 / N as f64,
+            puts as f64 / N as f64,
+        );
+        assert_eq!(locks, N, "{label}: one lock per call");
+        assert_eq!(log.renewals, 0, "{label}: a short call renews nothing");
+        if write {
+            assert_eq!(puts, N, "{label}: one put per call");
+        } else {
+            assert!(puts <= N, "{label}: at most one put per call");
+        }
+    }
+    assert_eq!(env.surface().requests("tools/list"), 1, "listed once");
+}

@@ -44,6 +44,15 @@
 //! 10, `--lease-ms MS` default 6000): the Redis round trips of one call
 //! held that long beside a short one's (what lease renewal adds).
 //!
+//! `service` (not part of `all`; issue 43): the example service's shape,
+//! two replicas on one `redis-server` and `--pages N` pages (default 20),
+//! one conversation each, called concurrently, in `--rounds N` alternating
+//! windows (default 4) of `--calls N` calls per conversation (default 10):
+//! kept legs (the defaults), cold legs (`warm(false)`), and a bare client
+//! keeping one leg per page; `--poll` for the long-poll leg;
+//! `--conversations N` (default: one per page) spreads more conversations
+//! over the pages, and `--kept-legs N` sets the replicas' bound.
+//!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
 //! default 5), `--path plain|production|both` (default both), `--runtime
@@ -70,7 +79,7 @@ use human_plus_bench::data::{self, Inputs};
 use human_plus_bench::kept::{KeptFloor, Route};
 use human_plus_bench::net::{self, Client, Floor, LegKind, RuntimeKind, Server};
 use human_plus_bench::timing::{self, Timing, percentile, us};
-use human_plus_bench::{idle, queue, scale, workloads as w};
+use human_plus_bench::{idle, queue, scale, service, workloads as w};
 use human_plus_core::SeededEntropy;
 use serde_json::Value;
 
@@ -159,6 +168,28 @@ fn main() {
         "link" => {
             machine();
             link(&args);
+        }
+        "service" => {
+            machine();
+            // Thousands of conversations: as many sockets as their legs need.
+            let _ = idle::raise_nofile();
+            let opts = service::ServiceOpts {
+                pages: flag("--pages", 20).max(1),
+                conversations: flag("--conversations", flag("--pages", 20)).max(1),
+                kept_legs: args
+                    .iter()
+                    .position(|a| a == "--kept-legs")
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|v| v.parse().ok()),
+                rounds: flag("--rounds", 4),
+                calls: flag("--calls", 10),
+                leg: if args.iter().any(|a| a == "--poll") {
+                    LegKind::Poll
+                } else {
+                    LegKind::Sse
+                },
+            };
+            println!("{}", service::run(&opts));
         }
         "all" => {
             machine();

@@ -276,7 +276,8 @@ pub fn connect(
 
 /// The bridge's connection: [`connect`], with the receive leg kept open
 /// between operations when `warm` (the bridge's default: one open
-/// connection for the whole run, so a call costs one round trip), and a
+/// connection for the whole run, never closed for idling, so a call costs
+/// one round trip and the page sees the agent join once), and a
 /// tool whose pin no longer matches withheld rather than refusing every
 /// listing and call ([`TrustPolicy::withhold_changed_pins`]).
 ///
@@ -392,6 +393,12 @@ pub fn connect_resolved_within(
     let config = ManagerConfig::new(egress_policy(&resolved.egress)?, trust).transport(transport);
     let mut setup = AgentSetup::new(config);
     setup.connect_timeout = connect_timeout;
+    if warm {
+        // The bridge serves one person's page for as long as it runs: its
+        // one leg is the agent's presence there, and how it hears of a
+        // change of the tools between calls. Never closed for idling.
+        setup.kept_legs.idle = Duration::MAX;
+    }
     if let Some(ca) = &resolved.egress.ca_cert {
         setup.roots = read_ca(ca)?
             .into_iter()

@@ -260,6 +260,8 @@ impl ReceiveLeg {
 /// let c = TransportConfig::default().receive_leg(ReceiveLeg::fancy_poll()).timeout(Duration::from_secs(15));
 /// assert_eq!(c.timeout, Duration::from_secs(15));
 /// assert_eq!(c.max_frame_bytes, 262_144);
+/// assert!(c.warm, "the receive leg is kept between operations by default");
+/// assert!(!c.warm(false).warm); // a process that runs one operation and exits
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportConfig {
@@ -275,10 +277,15 @@ pub struct TransportConfig {
     /// out is not paced (default 250 ms); see [`TransportConfig::pacing`].
     pub min_poll_interval: Duration,
     /// Keep the attachment's receive leg open across exchanges and
-    /// operations (off by default): a call then costs the POST and the
-    /// reply instead of subscribe, POST and reply. The SSE stream stays
-    /// open between operations (its request id is [`RequestId::WARM`]); a
+    /// operations (on by default): a call then costs the POST and the
+    /// reply instead of subscribe, POST and reply, the admitted listing is
+    /// reused while provably current, and the person's page sees the agent
+    /// join once rather than at every operation. The SSE stream stays open
+    /// between operations (its request id is [`RequestId::WARM`]); a
     /// long-poll leg keeps its subscriber. See [`WarmLeg`](crate::WarmLeg).
+    /// A manager bounds how many it keeps and for how long (its builder's
+    /// `kept_legs` and `kept_leg_idle`); `false` is for a process that runs
+    /// one operation and exits (the command line's one-shot commands).
     pub warm: bool,
     /// A kept leg that has heard nothing (not even the relay's `:
     /// keepalive` comment, written every 15 s) for longer than this is
@@ -302,7 +309,7 @@ impl Default for TransportConfig {
             max_frame_bytes: crate::formats::sse::DEFAULT_MAX_EVENT_BYTES,
             max_tool_pages: 16,
             min_poll_interval: Duration::from_millis(250),
-            warm: false,
+            warm: true,
             leg_silence: Duration::from_secs(35),
             listing_max_age: Duration::from_secs(300),
             pool: PoolConfig::default(),

@@ -1065,7 +1065,9 @@ pub fn record(seed: u64) -> (SurfaceAttachment, OwnerKey, ManagerConfig) {
     let config = ManagerConfig::new(
         EgressPolicy::new(["relay.example.com"]).egress_proxy("http://egress.internal:3128"),
         TrustPolicy::every_tool(Vec::<(String, String)>::new()),
-    );
+    )
+    // Cold unless a test asks for warm mode: each operation's own leg.
+    .transport(human_plus_core::TransportConfig::default().warm(false));
     let rec = attach(
         &owner,
         inv,

@@ -14,7 +14,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use human_plus_tokio::{
     AsyncRedisAttachmentStore, AttachmentSummary, CallResult, Discovery, Error, HumanPlus,
-    LinkOptions, Participant, RedisConfig, SurfaceChanges, SurfaceInvitation, SurfaceRevision,
+    LinkOptions, OwnerKey, Participant, RedisConfig, SurfaceChanges, SurfaceInvitation,
+    SurfaceRevision, keyed_attachment_id,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -49,11 +50,15 @@ impl App {
         }
     }
 
-    /// The attachment id of `conversation`: its key's record, found in the
-    /// store (no network); `attachment_missing` (404) when never attached.
-    async fn id_of(&self, conversation: &str) -> Result<String, ApiError> {
-        let found = self.human_plus.find(&self.owner, conversation).await?;
-        Ok(found.ok_or(Error::AttachmentMissing)?.id().to_owned())
+    /// The attachment id of `conversation`: derived from the owner and the
+    /// key, as `attach_as` derived it, so nothing is read from the store
+    /// here (the operation loads the record once, under its lock, and
+    /// answers `attachment_missing`, 404, when it was never attached).
+    fn id_of(&self, conversation: &str) -> Result<String, ApiError> {
+        Ok(keyed_attachment_id(
+            &OwnerKey::of(&self.owner)?,
+            conversation,
+        )?)
     }
 }
 
@@ -109,7 +114,7 @@ async fn tools(
     State(app): State<App>,
     Path(conversation): Path<String>,
 ) -> Result<Json<Discovery>, ApiError> {
-    let id = app.id_of(&conversation).await?;
+    let id = app.id_of(&conversation)?;
     Ok(Json(
         app.run(false, app.human_plus.tools(&app.owner, &id))
             .await?,
@@ -160,7 +165,7 @@ async fn call(
     Json(body): Json<CallBody>,
 ) -> Result<Response, ApiError> {
     let decided_at = if_match(&headers)?;
-    let id = app.id_of(&conversation).await?;
+    let id = app.id_of(&conversation)?;
     let (owner, tool, arguments) = (&app.owner, &body.tool, body.arguments);
     let bound = body.timeout_ms.map(Duration::from_millis);
     let result: CallResult = match (decided_at, bound) {
@@ -193,7 +198,7 @@ async fn changes(
     State(app): State<App>,
     Path(conversation): Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = app.id_of(&conversation).await?;
+    let id = app.id_of(&conversation)?;
     let reading = app.human_plus.changes_since(&app.owner, &id);
     let answer: SurfaceChanges = app.run(false, reading).await?;
     let tag = answer.revision().cloned();
@@ -204,7 +209,7 @@ async fn detach(
     State(app): State<App>,
     Path(conversation): Path<String>,
 ) -> Result<Json<AttachmentSummary>, ApiError> {
-    let id = app.id_of(&conversation).await?;
+    let id = app.id_of(&conversation)?;
     let detached = app
         .run(false, app.human_plus.detach(&app.owner, &id))
         .await?;
@@ -250,10 +255,14 @@ async fn main() -> std::process::ExitCode {
 async fn serve(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
     let store_config = RedisConfig::new(settings.redis_url, settings.keyring);
     let store = AsyncRedisAttachmentStore::connect(store_config).await?;
-    // A SIGTERM lets the calls in flight finish within the grace, each
-    // keeping its conversation's lock (one writer), then ends them.
+    // Each conversation's leg to its page is kept between calls (a call is
+    // then one exchange, and the page sees the agent join once), bounded. A
+    // SIGTERM lets the calls in flight finish within the grace, each keeping
+    // its conversation's lock (one writer), then ends them.
     let human_plus = HumanPlus::builder(settings.manager)
         .store(store)
+        .kept_legs(settings.kept_legs)
+        .kept_leg_idle(settings.kept_leg_idle)
         .shutdown_grace(settings.grace)
         .build()?;
     let (stop, stopped) = watch::channel(false);

@@ -7,7 +7,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use human_plus_tokio::{
-    DEFAULT_RELAY_PATH, EgressPolicy, Keyring, LinkOptions, ManagerConfig, NO_PINS, TrustPolicy,
+    DEFAULT_KEPT_LEG_IDLE, DEFAULT_KEPT_LEGS, DEFAULT_RELAY_PATH, EgressPolicy, Keyring,
+    LinkOptions, ManagerConfig, NO_PINS, TrustPolicy,
 };
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -43,7 +44,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "RELAY_PATH",
-        "the relay path of a page link (default agent-relay)",
+        "the relay path of a page link (default agent-relay; empty: the page's origin)",
     ),
     (
         "ALLOW_INSECURE_LOOPBACK",
@@ -52,6 +53,14 @@ const SETTINGS: &[(&str, &str)] = &[
     (
         "ALLOWED_TOOLS",
         "the page tools the agent may call, comma-separated (required)",
+    ),
+    (
+        "KEPT_LEGS",
+        "at most this many pages' legs kept open between calls (default 512)",
+    ),
+    (
+        "KEPT_LEG_IDLE_MS",
+        "a page's leg unused this long is closed (default 90000)",
     ),
     (
         "SHUTDOWN_GRACE_MS",
@@ -73,6 +82,10 @@ pub struct Settings {
     pub manager: ManagerConfig,
     /// How share links are read.
     pub links: LinkOptions,
+    /// At most how many receive legs the manager keeps between calls.
+    pub kept_legs: usize,
+    /// How long a kept leg may go unused.
+    pub kept_leg_idle: Duration,
     /// How long requests in flight may finish after SIGTERM.
     pub grace: Duration,
 }
@@ -135,7 +148,10 @@ impl Settings {
         if let Some(proxy) = get("EGRESS_PROXY") {
             egress = egress.egress_proxy(proxy);
         }
-        let relay_path = get("RELAY_PATH").unwrap_or_else(|| DEFAULT_RELAY_PATH.to_owned());
+        // Set but empty is a setting of its own here: a relay at the
+        // page's origin, as the relay_failed answer offers.
+        let relay_path =
+            setting_or_empty(args, "RELAY_PATH").unwrap_or_else(|| DEFAULT_RELAY_PATH.to_owned());
         let links = LinkOptions::default()
             .relay_path(&relay_path)
             .map_err(|e| e.to_string())?
@@ -155,6 +171,11 @@ impl Settings {
             owner: get("OWNER").unwrap_or_else(|| "agent-service".into()),
             manager: ManagerConfig::new(egress, TrustPolicy::allowing(tools, NO_PINS)),
             links,
+            kept_legs: get("KEPT_LEGS")
+                .map_or(Ok(DEFAULT_KEPT_LEGS), |n| parse(&n, "KEPT_LEGS"))?,
+            kept_leg_idle: get("KEPT_LEG_IDLE_MS").map_or(Ok(DEFAULT_KEPT_LEG_IDLE), |ms| {
+                parse(&ms, "KEPT_LEG_IDLE_MS").map(Duration::from_millis)
+            })?,
             grace: Duration::from_millis(grace),
         })
     }
@@ -167,12 +188,16 @@ fn flag(name: &str) -> String {
 
 /// The flag's value, else the environment's; empty counts as unset.
 fn setting(args: &[String], name: &str) -> Option<String> {
+    setting_or_empty(args, name).filter(|v| !v.is_empty())
+}
+
+/// The flag's value, else the environment's, empty included (`RELAY_PATH=''`
+/// is the page's origin, not the default path).
+fn setting_or_empty(args: &[String], name: &str) -> Option<String> {
     let flag = format!("--{}", flag(name));
     let given = args.chunks(2).find(|pair| pair[0] == flag);
     let value = given.and_then(|pair| pair.get(1).cloned());
-    value
-        .or_else(|| std::env::var(name).ok())
-        .filter(|v| !v.is_empty())
+    value.or_else(|| std::env::var(name).ok())
 }
 
 fn parse<T: FromStr>(text: &str, name: &str) -> Result<T, String> {

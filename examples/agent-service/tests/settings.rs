@@ -25,6 +25,8 @@ fn help_lists_every_setting() {
         "--relay-path",
         "--allow-insecure-loopback",
         "--shutdown-grace-ms",
+        "--kept-legs",
+        "--kept-leg-idle-ms",
     ] {
         assert!(text.contains(flag), "{flag} missing from:\n{text}");
     }

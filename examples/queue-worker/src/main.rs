@@ -7,20 +7,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use human_plus_blocking::{
-    CallResult, Error, HumanPlus, Participant, RedisAttachmentStore, RedisConfig, SurfaceInvitation,
+    CallResult, Error, HumanPlus, OwnerKey, Participant, RedisAttachmentStore, RedisConfig,
+    SurfaceInvitation, keyed_attachment_id,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::settings::Settings;
 
-/// One job from the list.
+/// One job from the list. It names its conversation, attached once from
+/// the person's share link (`queue-worker attach`); it never carries the
+/// link, which holds the person's token and would sit in plain text in the
+/// job list (the attachment records are sealed).
 #[derive(Debug, Serialize, Deserialize)]
 struct Job {
     id: String,
     conversation: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    link: Option<String>,
+    /// Only to refuse a job that carries a share link: it is never read.
+    #[serde(default, skip_serializing)]
+    link: Option<serde::de::IgnoredAny>,
     tool: String,
     #[serde(default)]
     arguments: Value,
@@ -54,7 +59,11 @@ fn main() -> std::process::ExitCode {
         Ok(settings) => settings,
         Err(exit) => return exit,
     };
-    match run(settings) {
+    let outcome = match settings.attach.clone() {
+        Some(conversation) => attach(&settings, &conversation),
+        None => run(settings),
+    };
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -63,13 +72,42 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+/// The manager every thread shares, over the Redis store.
+fn manager(settings: &Settings) -> Result<HumanPlus<RedisAttachmentStore>, Error> {
     let store_config = RedisConfig::new(settings.redis_url.clone(), settings.keyring.clone());
     let store = RedisAttachmentStore::open(store_config)?;
-    let human_plus = HumanPlus::builder(settings.manager.clone())
+    HumanPlus::builder(settings.manager.clone())
         .store(store)
         .lock_wait(settings.lock_wait)
-        .build()?;
+        // Each conversation's leg to its page is kept between jobs (a job's
+        // call is then one exchange, and the page sees the agent join
+        // once), bounded.
+        .kept_legs(settings.kept_legs)
+        .kept_leg_idle(settings.kept_leg_idle)
+        .build()
+}
+
+/// `queue-worker attach CONVERSATION < link`: where the person hands the
+/// link over, attach the conversation once (verified: a wrong link is told
+/// here), keyed by the conversation, so every job names only the
+/// conversation. The link is read from standard input, never from argv,
+/// and is kept only in the sealed record.
+fn attach(settings: &Settings, conversation: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let mut link = String::new();
+    std::io::stdin().read_line(&mut link)?;
+    let invitation = SurfaceInvitation::from_link(link.trim(), &settings.links)?;
+    let participant = Participant::new("queue-worker", "Assistant", "#0f766e");
+    let human_plus = manager(settings)?;
+    let attached = human_plus.attach_as(&settings.owner, conversation, invitation, participant);
+    let attached = attached?;
+    let answer = json!({"conversation": conversation, "created": attached.created,
+        "attachment": attached.attachment.summary()});
+    println!("{answer}");
+    Ok(())
+}
+
+fn run(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let human_plus = manager(&settings)?;
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
@@ -124,10 +162,20 @@ fn jobs(worker: &Worker, conn: &mut redis::Connection) -> redis::RedisResult<()>
         let popped: Option<(String, String)> =
             redis::cmd("BLPOP").arg(list).arg(0.5).query(conn)?;
         let Some((_, raw)) = popped else { continue };
-        let mut job: Job = match serde_json::from_str(&raw) {
+        let parsed = serde_json::from_str::<Job>(&raw).map_err(|e| e.to_string());
+        let parsed = parsed.and_then(|job| match job.link {
+            Some(_) => Err(format!(
+                "job {}: a job names its conversation and never carries the share link \
+                 (it holds the person's token); attach the conversation once: \
+                 queue-worker attach CONVERSATION < link",
+                job.id
+            )),
+            None => Ok(job),
+        });
+        let mut job = match parsed {
             Ok(job) => job,
-            Err(e) => {
-                let report = json!({"ok": false, "code": "invalid_job", "message": e.to_string()});
+            Err(message) => {
+                let report = json!({"ok": false, "code": "invalid_job", "message": message});
                 let _: () = redis::cmd("RPUSH")
                     .arg(format!("{list}:done"))
                     .arg(report.to_string())
@@ -184,24 +232,16 @@ fn jobs(worker: &Worker, conn: &mut redis::Connection) -> redis::RedisResult<()>
 /// The job's call, on its conversation's attachment.
 fn work(worker: &Worker, job: &Job) -> Result<CallResult, Error> {
     let (human_plus, settings) = (&worker.human_plus, &worker.settings);
-    let attachment = match &job.link {
-        Some(link) => {
-            let invitation = SurfaceInvitation::from_link(link, &settings.links)?;
-            let participant = Participant::new("queue-worker", "Assistant", "#0f766e");
-            let attaching =
-                human_plus.attach_as(&settings.owner, &job.conversation, invitation, participant);
-            attaching?.attachment
-        }
-        None => human_plus
-            .find(&settings.owner, &job.conversation)?
-            .ok_or(Error::AttachmentMissing)?,
-    };
+    // The conversation's attachment id, derived as `attach` derived it:
+    // nothing is read here (the call loads the record once, under its lock,
+    // and answers attachment_missing for a conversation never attached).
+    let id = keyed_attachment_id(&OwnerKey::of(&settings.owner)?, &job.conversation)?;
     // Where a real worker asks its model what to do (THINK_MS stands in).
     std::thread::sleep(settings.think);
     let arguments = job.arguments.clone();
     human_plus.call_with_timeout(
         &settings.owner,
-        attachment.id(),
+        &id,
         &job.tool,
         arguments,
         settings.call_timeout,

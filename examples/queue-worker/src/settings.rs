@@ -6,7 +6,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use human_plus_blocking::{
-    DEFAULT_RELAY_PATH, EgressPolicy, Keyring, LinkOptions, ManagerConfig, NO_PINS, TrustPolicy,
+    DEFAULT_KEPT_LEG_IDLE, DEFAULT_KEPT_LEGS, DEFAULT_RELAY_PATH, EgressPolicy, Keyring,
+    LinkOptions, ManagerConfig, NO_PINS, TrustPolicy,
 };
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -38,7 +39,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "RELAY_PATH",
-        "the relay path of a page link (default agent-relay)",
+        "the relay path of a page link (default agent-relay; empty: the page's origin)",
     ),
     (
         "ALLOW_INSECURE_LOOPBACK",
@@ -47,6 +48,14 @@ const SETTINGS: &[(&str, &str)] = &[
     (
         "ALLOWED_TOOLS",
         "the page tools the agent may call, comma-separated (required)",
+    ),
+    (
+        "KEPT_LEGS",
+        "at most this many pages' legs kept open between calls (default 512)",
+    ),
+    (
+        "KEPT_LEG_IDLE_MS",
+        "a page's leg unused this long is closed (default 90000)",
     ),
     (
         "QUEUE",
@@ -80,6 +89,10 @@ pub struct Settings {
     pub manager: ManagerConfig,
     /// How share links are read.
     pub links: LinkOptions,
+    /// At most how many receive legs the manager keeps between calls.
+    pub kept_legs: usize,
+    /// How long a kept leg may go unused.
+    pub kept_leg_idle: Duration,
     /// The job list.
     pub queue: String,
     /// How many threads take jobs.
@@ -92,13 +105,16 @@ pub struct Settings {
     pub call_timeout: Duration,
     /// The pause before each call.
     pub think: Duration,
+    /// `queue-worker attach CONVERSATION`: attach that conversation from
+    /// the share link on standard input, and exit.
+    pub attach: Option<String>,
 }
 
 impl Settings {
     /// Reads the settings; prints the help (exit 0) or what is wrong (exit
     /// 2) instead.
     pub fn read() -> Result<Settings, ExitCode> {
-        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut args: Vec<String> = std::env::args().skip(1).collect();
         if args.iter().any(|a| a == "--help" || a == "-h") {
             println!(
                 "queue-worker: a blocking queue worker on Human+. Settings (flag or environment):"
@@ -110,9 +126,25 @@ impl Settings {
             println!(
                 "  HUMAN_PLUS_KEY_ID: the key's id (default k1); RUST_LOG: e.g. info,human_plus=debug"
             );
+            println!(
+                "  queue-worker attach CONVERSATION < link: attach the conversation from the share link on standard input, once"
+            );
             return Err(ExitCode::SUCCESS);
         }
-        Settings::from(&args).map_err(|e| {
+        let attach = if args.first().is_some_and(|a| a == "attach") {
+            args.remove(0);
+            if args.is_empty() || args[0].starts_with("--") {
+                eprintln!(
+                    "queue-worker: attach needs the conversation: queue-worker attach CONVERSATION < link"
+                );
+                return Err(ExitCode::from(2));
+            }
+            Some(args.remove(0))
+        } else {
+            None
+        };
+        let settings = Settings::from(&args).map(|settings| Settings { attach, ..settings });
+        settings.map_err(|e| {
             eprintln!("queue-worker: {e} (--help lists the settings)");
             ExitCode::from(2)
         })
@@ -154,7 +186,10 @@ impl Settings {
         if let Some(proxy) = get("EGRESS_PROXY") {
             egress = egress.egress_proxy(proxy);
         }
-        let relay_path = get("RELAY_PATH").unwrap_or_else(|| DEFAULT_RELAY_PATH.to_owned());
+        // Set but empty is a setting of its own here: a relay at the
+        // page's origin, as the relay_failed answer offers.
+        let relay_path =
+            setting_or_empty(args, "RELAY_PATH").unwrap_or_else(|| DEFAULT_RELAY_PATH.to_owned());
         let links = LinkOptions::default()
             .relay_path(&relay_path)
             .map_err(|e| e.to_string())?
@@ -173,12 +208,18 @@ impl Settings {
             owner: get("OWNER").unwrap_or_else(|| "queue-worker".into()),
             manager: ManagerConfig::new(egress, TrustPolicy::allowing(tools, NO_PINS)),
             links,
+            kept_legs: get("KEPT_LEGS")
+                .map_or(Ok(DEFAULT_KEPT_LEGS), |n| parse(&n, "KEPT_LEGS"))?,
+            kept_leg_idle: get("KEPT_LEG_IDLE_MS").map_or(Ok(DEFAULT_KEPT_LEG_IDLE), |ms| {
+                parse(&ms, "KEPT_LEG_IDLE_MS").map(Duration::from_millis)
+            })?,
             queue: get("QUEUE").unwrap_or_else(|| "jobs".into()),
             threads: get("THREADS").map_or(Ok(4), |n| parse(&n, "THREADS"))?,
             name: get("WORKER_NAME").unwrap_or_else(|| format!("worker-{}", std::process::id())),
             lock_wait: ms("LOCK_WAIT_MS", 250)?,
             call_timeout: ms("CALL_TIMEOUT_MS", 30_000)?,
             think: ms("THINK_MS", 0)?,
+            attach: None,
         })
     }
 }
@@ -190,12 +231,16 @@ fn flag(name: &str) -> String {
 
 /// The flag's value, else the environment's; empty counts as unset.
 fn setting(args: &[String], name: &str) -> Option<String> {
+    setting_or_empty(args, name).filter(|v| !v.is_empty())
+}
+
+/// The flag's value, else the environment's, empty included (`RELAY_PATH=''`
+/// is the page's origin, not the default path).
+fn setting_or_empty(args: &[String], name: &str) -> Option<String> {
     let flag = format!("--{}", flag(name));
     let given = args.chunks(2).find(|pair| pair[0] == flag);
     let value = given.and_then(|pair| pair.get(1).cloned());
-    value
-        .or_else(|| std::env::var(name).ok())
-        .filter(|v| !v.is_empty())
+    value.or_else(|| std::env::var(name).ok())
 }
 
 fn parse<T: FromStr>(text: &str, name: &str) -> Result<T, String> {

@@ -25,6 +25,9 @@ fn help_lists_every_setting() {
         "--threads",
         "--lock-wait-ms",
         "--think-ms",
+        "--kept-legs",
+        "--kept-leg-idle-ms",
+        "queue-worker attach CONVERSATION",
     ] {
         assert!(text.contains(flag), "{flag} missing from:\n{text}");
     }
@@ -46,4 +49,13 @@ fn settings_it_cannot_use_exit_2_and_say_which() {
 
     let out = run(&["--threads", "many"], &tools);
     assert_eq!(out.status.code(), Some(2));
+
+    // `attach` needs the conversation (the link comes on standard input,
+    // never as an argument).
+    let out = run(&["attach"], &tools);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("attach needs the conversation"));
+    let out = run(&["attach", "c-1"], &tools);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HUMAN_PLUS_KEY is required"));
 }

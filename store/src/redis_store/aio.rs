@@ -537,6 +537,8 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
         if deleted == 1 {
             wake::released(&key);
         }
+        // Given back (or no longer this guard's): its drop queues nothing.
+        guard.disarm();
         Ok(())
     }
 }

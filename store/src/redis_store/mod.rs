@@ -403,8 +403,10 @@ impl AttachmentStore for RedisAttachmentStore {
 
     fn release(&self, guard: &LockGuard) -> Result<(), Error> {
         self.shared
-            .release_blocking(&self.shared.lock_key(guard.id()), guard.token())
-            .map(|_| ())
+            .release_blocking(&self.shared.lock_key(guard.id()), guard.token())?;
+        // Given back (or no longer this guard's): its drop does nothing.
+        guard.disarm();
+        Ok(())
     }
 }
 

@@ -73,6 +73,11 @@ return {1, ARGV[2], replicas(ARGV[5])}
 /// line so a holder that releases and locks again at once cannot starve
 /// the workers already waiting.
 ///
+/// The usual case, nobody in line and the lock free, is two commands: the
+/// line's `GET` and a `SET NX PX` (issue 43: a call's store commands cut to
+/// what the lock needs). Only when that does not take it is the lock read
+/// (a replay of this very attempt, the holder's lease left).
+///
 /// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key; `ARGV[1]` the
 /// caller's token, `ARGV[2]` the lease in milliseconds, `ARGV[3]` how long
 /// a place in line is kept without being renewed, in milliseconds,
@@ -90,6 +95,10 @@ return {1, ARGV[2], replicas(ARGV[5])}
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
     r"
+local next = redis.call('GET', KEYS[2])
+if not next and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, replicas(ARGV[4]), -1}
+end
 local held = redis.call('GET', KEYS[1])
 if held == ARGV[1] then
   return {1, replicas(ARGV[4]), -1}
@@ -97,7 +106,6 @@ end
 local function lease_of(token)
   return tonumber(string.match(token, '%.(%d+)$')) or -1
 end
-local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
   if held then
     return {0, redis.call('PTTL', KEYS[1]), lease_of(held)}

@@ -1,0 +1,391 @@
+//! `compare service`: the example service's shape (issue 43), side by side
+//! in one run.
+//!
+//! Two replicas (two tokio managers, each over its own connection to one
+//! `redis-server`), `pages` demo pages on one relay (in this process, on a
+//! runtime of their own, so what each page saw can be counted), one
+//! conversation per page, all called concurrently: each conversation's
+//! calls alternate between the two replicas, as a load balancer spreads
+//! them. Three rows, measured in alternating windows (kept, cold, floor,
+//! kept, cold, floor, ...):
+//!
+//! * **kept**: the managers as a service builds them now, with the
+//!   defaults (legs kept, bounded);
+//! * **cold**: the same with `TransportConfig::warm(false)`, the shipped
+//!   default before issue 43: one leg per operation;
+//! * **floor**: a bare relay client keeping one leg per page
+//!   ([`KeptFloor`]), no store.
+//!
+//! Per row: p50 and p99 of a call, the `tools/list` and `tools/call` the
+//! pages received per call, the presence changes they saw per call
+//! (`peer_joined` and `peer_left`), and the Redis commands (the scripts'
+//! own included) and round trips per call. Ratios, never timed assertions.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use human_plus_core::{ManagerConfig, Participant, TransportConfig, TrustPolicy};
+use human_plus_relay::{DemoSurface, RelayServer};
+use human_plus_tokio::{AsyncRedisAttachmentStore, HumanPlus, Keyring, RedisConfig};
+
+use crate::kept::{KeptFloor, Route};
+use crate::net::{LegKind, TOKEN, TOOL, tool_args};
+use crate::redis_server::{RedisServer, RedisStats};
+use crate::timing::percentile;
+
+/// What `compare service` runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceOpts {
+    /// Pages (default 20).
+    pub pages: usize,
+    /// Conversations, on the pages in turn (default: one per page). More
+    /// than the replicas keep legs for shows the bound at work.
+    pub conversations: usize,
+    /// The replicas' bound on kept legs (default: the library's).
+    pub kept_legs: Option<usize>,
+    /// Windows per row (default 4).
+    pub rounds: usize,
+    /// Calls per conversation per window (default 10).
+    pub calls: usize,
+    /// The receive leg.
+    pub leg: LegKind,
+}
+
+type Replica = HumanPlus<AsyncRedisAttachmentStore>;
+
+const OWNER: &str = "agent-service";
+
+/// One row's totals.
+#[derive(Default)]
+struct Row {
+    samples: Vec<Duration>,
+    errors: usize,
+    lists: usize,
+    calls_seen: usize,
+    presence: usize,
+    redis: RedisStats,
+}
+
+impl Row {
+    fn add_redis(&mut self, d: &RedisStats) {
+        for (name, n) in &d.calls {
+            *self.redis.calls.entry(name.clone()).or_default() += n;
+        }
+    }
+}
+
+/// What the pages saw so far: `tools/list`, `tools/call`, presence changes.
+fn page_counts(pages: &[DemoSurface]) -> (usize, usize, usize) {
+    let mut out = (0, 0, 0);
+    for p in pages {
+        out.0 += p.requests("tools/list");
+        out.1 += p.requests("tools/call");
+        out.2 += p
+            .notifications()
+            .iter()
+            .filter(|n| {
+                n.method == "notifications/peer_joined" || n.method == "notifications/peer_left"
+            })
+            .count();
+    }
+    out
+}
+
+fn replicas(
+    rt: &tokio::runtime::Runtime,
+    redis_url: &str,
+    prefix: &str,
+    config: &ManagerConfig,
+    kept_legs: Option<usize>,
+) -> [Replica; 2] {
+    let key = [7u8; 32];
+    let one = || {
+        let keyring = Keyring::new("bench", key).unwrap_or_else(|e| panic!("keyring: {e}"));
+        let store = rt
+            .block_on(AsyncRedisAttachmentStore::connect(
+                RedisConfig::new(redis_url, keyring).prefix(prefix),
+            ))
+            .unwrap_or_else(|e| panic!("redis store: {e}"));
+        let builder = HumanPlus::builder(config.clone()).store(store);
+        match kept_legs {
+            Some(max) => builder.kept_legs(max),
+            None => builder,
+        }
+        .build()
+        .unwrap_or_else(|e| panic!("manager: {e}"))
+    };
+    [one(), one()]
+}
+
+/// Runs the comparison and returns it as a Markdown table.
+///
+/// # Panics
+/// When the relay, a page, `redis-server` or a manager cannot start.
+#[must_use]
+#[allow(clippy::too_many_lines)]
+pub fn run(opts: &ServiceOpts) -> String {
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let (relay, pages, sessions) = server_rt.block_on(async {
+        let relay = RelayServer::builder()
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("relay: {e}"));
+        let mut pages = Vec::new();
+        let mut sessions = Vec::new();
+        for i in 0..opts.pages {
+            let session = format!("svc_{i:03}");
+            let page = DemoSurface::builder(relay.base_url(), &session, TOKEN)
+                .cells([("A1", "alpha"), ("B2", "beta"), ("B4", "4")])
+                .start()
+                .await
+                .unwrap_or_else(|e| panic!("page: {e}"));
+            pages.push(page);
+            sessions.push(session);
+        }
+        (relay, pages, sessions)
+    });
+    let port = relay.addr().port();
+    let mut redis = RedisServer::start().unwrap_or_else(|e| panic!("redis-server: {e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let egress = human_plus_core::EgressPolicy::new(["127.0.0.1"])
+        .allow_ports([port])
+        .allow_unverified_egress(true);
+    let trust = TrustPolicy::allowing([TOOL], human_plus_core::NO_PINS);
+    let defaults = ManagerConfig::new(egress, trust)
+        .transport(TransportConfig::default().receive_leg(opts.leg.receive_leg()));
+    let mut cold_config = defaults.clone();
+    cold_config.transport.warm = false;
+    let kept = replicas(&rt, &redis.url(), "svc-kept:", &defaults, opts.kept_legs);
+    let cold = replicas(&rt, &redis.url(), "svc-cold:", &cold_config, None);
+    let invitation = |i: usize| {
+        human_plus_core::SurfaceInvitation::new_insecure_loopback(
+            format!("http://127.0.0.1:{port}"),
+            &sessions[i],
+            TOKEN,
+            "sheet:one",
+            "Demo",
+        )
+        .unwrap_or_else(|e| panic!("invitation: {e}"))
+    };
+    // Each conversation attached once per row (verified), then called once
+    // on each replica: the kept row's legs are open from here.
+    let mut ids: Vec<Vec<String>> = Vec::new();
+    for pair in [&kept, &cold] {
+        let mut row = Vec::new();
+        for i in 0..opts.conversations {
+            let p = Participant::new(format!("agent:{i}"), "Assistant", "#7c3aed");
+            let page = invitation(i % opts.pages);
+            let attached = rt
+                .block_on(pair[0].attach_as(OWNER, &format!("c-{i}"), page, p))
+                .unwrap_or_else(|e| panic!("attach: {e}"));
+            let id = attached.attachment.id().to_owned();
+            for r in pair {
+                rt.block_on(r.call(OWNER, &id, TOOL, tool_args()))
+                    .unwrap_or_else(|e| panic!("first call: {e}"));
+            }
+            row.push(id);
+        }
+        ids.push(row);
+    }
+    let relay_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut floors: Vec<Option<KeptFloor>> = rt.block_on(async {
+        let mut out = Vec::new();
+        for (i, session) in sessions.iter().enumerate() {
+            let mut f = KeptFloor::open(
+                &Route::Direct(relay_addr),
+                session,
+                &format!("floor_{i:03}"),
+                opts.leg,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("floor: {e}"));
+            f.initialize_and_list()
+                .await
+                .unwrap_or_else(|e| panic!("floor: {e}"));
+            out.push(Some(f));
+        }
+        out
+    });
+    let mut rows: [Row; 3] = Default::default();
+    for _ in 0..opts.rounds {
+        for (r, row) in rows.iter_mut().enumerate() {
+            let before = page_counts(&pages);
+            let redis_before = redis.stats().unwrap_or_default();
+            let (samples, errors) = match r {
+                0 | 1 => {
+                    let pair = if r == 0 { &kept } else { &cold };
+                    managers_window(&rt, pair, &ids[r], opts.calls)
+                }
+                _ => floor_window(&rt, &mut floors, opts.calls),
+            };
+            let redis_after = redis.stats().unwrap_or_default();
+            let after = page_counts(&pages);
+            row.samples.extend(samples);
+            row.errors += errors;
+            row.lists += after.0 - before.0;
+            row.calls_seen += after.1 - before.1;
+            row.presence += after.2 - before.2;
+            row.add_redis(&redis_after.since(&redis_before));
+        }
+    }
+    let mut out = format!(
+        "{} pages, {} conversations called concurrently (kept legs bound: {}); two replicas on one redis-server; {} leg; \
+         {} windows per row of {} calls per conversation, alternating kept, cold, floor (the floor: one client per page)\n\n",
+        opts.pages,
+        opts.conversations,
+        opts.kept_legs
+            .map_or_else(|| "the default".to_owned(), |n| n.to_string()),
+        opts.leg.name(),
+        opts.rounds,
+        opts.calls,
+    );
+    out.push_str("| row | calls | p50 ms | p99 ms | p50 / floor | tools/list per call | tools/call per call | presence changes per call | Redis commands per call | Redis round trips per call | errors |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let rss_kib = crate::net::status_kib("VmRSS");
+    let floor_p50 = {
+        let mut s = rows[2].samples.clone();
+        s.sort_unstable();
+        percentile(&s, 50.0)
+    };
+    let names = [
+        "kept (the defaults)",
+        "cold (`warm(false)`, the default before)",
+        "floor (bare client, one kept leg per page)",
+    ];
+    for (row, name) in rows.iter_mut().zip(names) {
+        row.samples.sort_unstable();
+        let n = row.samples.len().max(1) as f64;
+        let (p50, p99) = (
+            percentile(&row.samples, 50.0),
+            percentile(&row.samples, 99.0),
+        );
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        out.push_str(&format!(
+            "| {name} | {} | {:.2} | {:.2} | {:.2}x | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {} |\n",
+            row.samples.len(),
+            ms(p50),
+            ms(p99),
+            ms(p50) / ms(floor_p50).max(f64::MIN_POSITIVE),
+            row.lists as f64 / n,
+            row.calls_seen as f64 / n,
+            row.presence as f64 / n,
+            row.redis.commands() as f64 / n,
+            row.redis.round_trips() as f64 / n,
+            row.errors,
+        ));
+    }
+    out.push_str(&format!(
+        "\nThis process (relay, pages, both rows' replicas, the floor) at the end: {:.1} MiB resident\n",
+        rss_kib as f64 / 1024.0
+    ));
+    for (row, name) in rows.iter().zip(["kept", "cold"]) {
+        let n = row.samples.len().max(1) as f64;
+        let per: Vec<String> = row
+            .redis
+            .calls
+            .iter()
+            .map(|(c, k)| format!("{c} {:.2}", *k as f64 / n))
+            .collect();
+        out.push_str(&format!("\nRedis per call, {name}: {}\n", per.join(", ")));
+    }
+    drop(floors);
+    drop((kept, cold));
+    drop(rt);
+    server_rt.block_on(async {
+        for p in pages {
+            p.shutdown().await;
+        }
+        relay.shutdown().await;
+    });
+    out
+}
+
+/// One window of the managers: every conversation's `calls` calls back to
+/// back, all conversations at once, alternating replicas.
+fn managers_window(
+    rt: &tokio::runtime::Runtime,
+    pair: &[Replica; 2],
+    ids: &[String],
+    calls: usize,
+) -> (Vec<Duration>, usize) {
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let pair = [pair[0].clone(), pair[1].clone()];
+            let id = id.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(calls);
+                let mut errors = 0;
+                for k in 0..calls {
+                    let replica = &pair[(i + k) % 2];
+                    let start = Instant::now();
+                    match replica.call(OWNER, &id, TOOL, tool_args()).await {
+                        Ok(_) => samples.push(start.elapsed()),
+                        Err(e) => {
+                            errors += 1;
+                            eprintln!("service: {}", e.code());
+                        }
+                    }
+                }
+                (samples, errors)
+            }));
+        }
+        let mut all = (Vec::new(), 0);
+        for t in tasks {
+            if let Ok((s, e)) = t.await {
+                all.0.extend(s);
+                all.1 += e;
+            }
+        }
+        all
+    })
+}
+
+/// One window of the bare clients.
+fn floor_window(
+    rt: &tokio::runtime::Runtime,
+    floors: &mut Vec<Option<KeptFloor>>,
+    calls: usize,
+) -> (Vec<Duration>, usize) {
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for slot in floors.iter_mut() {
+            let Some(mut floor) = slot.take() else {
+                continue;
+            };
+            tasks.push(tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(calls);
+                let mut errors = 0;
+                for _ in 0..calls {
+                    match floor.call().await {
+                        Ok(took) => samples.push(took),
+                        Err(e) => {
+                            errors += 1;
+                            eprintln!("floor: {e}");
+                        }
+                    }
+                }
+                (floor, samples, errors)
+            }));
+        }
+        let mut all = (Vec::new(), 0);
+        let mut back = Vec::new();
+        for t in tasks {
+            if let Ok((floor, s, e)) = t.await {
+                back.push(Some(floor));
+                all.0.extend(s);
+                all.1 += e;
+            }
+        }
+        *floors = back;
+        all
+    })
+}
