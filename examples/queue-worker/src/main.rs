@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use human_plus_blocking::{
     CallResult, Error, HumanPlus, OwnerKey, Participant, RedisAttachmentStore, RedisConfig,
-    SurfaceInvitation, keyed_attachment_id,
+    SurfaceInvitation, SurfaceRevision, keyed_attachment_id,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -29,6 +29,13 @@ struct Job {
     tool: String,
     #[serde(default)]
     arguments: Value,
+    /// The revision the job's decision was made at (the `revision` of the
+    /// read it was decided on): the call is pinned to exactly it, so a
+    /// person's edit since is refused, whatever other jobs of the
+    /// conversation were told meanwhile. Absent: the conversation's
+    /// stored pin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    revision: Option<String>,
     /// How often it was put back already.
     #[serde(default)]
     attempts: u32,
@@ -210,6 +217,13 @@ fn jobs(worker: &Worker, conn: &mut redis::Connection) -> redis::RedisResult<()>
                     Ok(result) => (true, "ok", result.text.clone()),
                     Err(e) => (false, e.code(), e.to_string()),
                 };
+                // The revision a job decided on this answer carries.
+                let revision = match &outcome {
+                    Ok(result) => result.revision_to_carry(),
+                    Err(Error::SurfaceChangedUnderYou(refusal)) => refusal.revision_to_carry(),
+                    Err(_) => None,
+                }
+                .map(|r| r.token().to_owned());
                 tracing::info!(
                     job = job.id,
                     conversation = job.conversation,
@@ -218,7 +232,7 @@ fn jobs(worker: &Worker, conn: &mut redis::Connection) -> redis::RedisResult<()>
                     "job done"
                 );
                 let report = json!({"id": job.id, "worker": worker.settings.name, "ok": ok,
-                    "code": code, "message": message, "ms": ms});
+                    "code": code, "message": message, "ms": ms, "revision": revision});
                 let _: () = redis::cmd("RPUSH")
                     .arg(format!("{list}:done"))
                     .arg(report.to_string())
@@ -239,13 +253,27 @@ fn work(worker: &Worker, job: &Job) -> Result<CallResult, Error> {
     // Where a real worker asks its model what to do (THINK_MS stands in).
     std::thread::sleep(settings.think);
     let arguments = job.arguments.clone();
-    human_plus.call_with_timeout(
-        &settings.owner,
-        &id,
-        &job.tool,
-        arguments,
-        settings.call_timeout,
-    )
+    match &job.revision {
+        Some(token) => {
+            let at = SurfaceRevision::observed(token, "the job's read")
+                .map_err(Error::InvalidRevision)?;
+            human_plus.call_at_with_timeout(
+                &settings.owner,
+                &id,
+                &job.tool,
+                arguments,
+                at,
+                settings.call_timeout,
+            )
+        }
+        None => human_plus.call_with_timeout(
+            &settings.owner,
+            &id,
+            &job.tool,
+            arguments,
+            settings.call_timeout,
+        ),
+    }
 }
 
 fn now_ms() -> u64 {
