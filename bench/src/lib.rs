@@ -32,6 +32,7 @@
 
 pub mod across;
 pub mod data;
+pub mod decisions;
 pub mod idle;
 pub mod kept;
 pub mod link;

@@ -45,6 +45,9 @@ pub fn lose_held_replies() -> human_plus_relay::Rewrite {
     })
 }
 
+/// How long a test replica's shutdown lets its calls in flight finish.
+pub const REPLICA_GRACE: Duration = Duration::from_secs(1);
+
 /// How a replica is set up.
 #[derive(Debug, Clone)]
 pub struct ReplicaSetup {
@@ -164,6 +167,7 @@ impl Replica {
                         .store(store)
                         .lock_lease(setup.lease)
                         .lock_wait(setup.lock_wait)
+                        .shutdown_grace(REPLICA_GRACE)
                         .build()
                         .unwrap(),
                 )
@@ -181,6 +185,7 @@ impl Replica {
                     .store(store)
                     .lock_lease(setup.lease)
                     .lock_wait(setup.lock_wait)
+                    .shutdown_grace(REPLICA_GRACE)
                     .build()
                     .unwrap();
                 Replica::Tokio(rt, hp)
@@ -194,6 +199,7 @@ impl Replica {
                         .store(store)
                         .lock_lease(setup.lease)
                         .lock_wait(setup.lock_wait)
+                        .shutdown_grace(REPLICA_GRACE)
                         .build()
                         .unwrap(),
                 )

@@ -400,8 +400,11 @@ fn stopped_past_its_lease(on: On, stalling: RuntimeKind, taking_over: RuntimeKin
     let stalled = stopped.elapsed();
     a.signal("CONT");
     let result = a.expect("RESULT", Duration::from_secs(30));
+    // Its write to the page was applied: the fence's refusal of its
+    // record is reported as outcome unknown, never as "not applied"
+    // (issue 39).
     assert_eq!(
-        result, "RESULT store_conflict",
+        result, "RESULT call_unrecorded",
         "the late holder's record write is refused by the fence"
     );
     let applied = stage.check_applied_once();
@@ -422,10 +425,12 @@ fn a_stopped_replica_resumed_past_its_lease_is_fenced_cluster() {
     stopped_past_its_lease(On::Cluster, RuntimeKind::Tokio, RuntimeKind::Blocking);
 }
 
-/// A replica told to stop (SIGTERM) mid-call: its handler shuts the manager
-/// down, which gives the lock back, and exits; another replica serves the
-/// attachment at once, long before the lease (renewed a moment ago) could
-/// have run out.
+/// A replica told to stop (SIGTERM) mid-call, its call's answer lost: its
+/// handler shuts the manager down, which keeps the lock for its grace (one
+/// writer: the other replica waits), then ends the call as outcome unknown
+/// (`call_timeout`, never as not applied), gives the lock back and exits;
+/// another replica serves the attachment then, long before the lease
+/// (renewed a moment ago) could have run out (issue 39).
 fn terminated_mid_call(on: On, stopping: RuntimeKind, taking_over: RuntimeKind) {
     let _serial = serial();
     let Some(mut stage) = Stage::new(on) else {
@@ -448,16 +453,27 @@ fn terminated_mid_call(on: On, stopping: RuntimeKind, taking_over: RuntimeKind) 
     let terminated = Instant::now();
     b.go();
     let went = terminated.elapsed();
+    assert_eq!(
+        a.expect("RESULT", Duration::from_secs(10)),
+        "RESULT call_timeout",
+        "the held call, ended by the grace: outcome unknown"
+    );
     a.expect("SHUTDOWN", Duration::from_secs(10));
     assert!(a.child.wait().unwrap().success(), "a clean exit");
     let answers = b.answers(Duration::from_secs(30));
     let codes: Vec<&str> = answers.iter().map(|(_, c)| c.as_str()).collect();
     assert_eq!(codes, ["surface_changed_under_you", "ok", "ok"]);
     let first = went + answers[0].0;
-    // A lease renewed every 2 s has at least 4 s left: only the release
-    // explains an answer sooner.
+    // One writer: nothing served before the grace ended. A lease renewed
+    // every 2 s has at least 4 s left: only the release explains an answer
+    // sooner than that.
+    let grace = human_plus_conformance::replica::REPLICA_GRACE;
     assert!(
-        first < Duration::from_millis(1_500),
+        first >= grace - Duration::from_millis(200),
+        "served {first:?} after SIGTERM, inside the stopping replica's grace"
+    );
+    assert!(
+        first < grace + Duration::from_millis(1_500),
         "served {first:?} after SIGTERM"
     );
     let applied = stage.check_applied_once();
@@ -468,12 +484,12 @@ fn terminated_mid_call(on: On, stopping: RuntimeKind, taking_over: RuntimeKind) 
 }
 
 #[test]
-fn a_replica_stopped_with_sigterm_frees_its_conversations_at_once_plain() {
+fn a_replica_stopped_with_sigterm_keeps_one_writer_then_frees_plain() {
     terminated_mid_call(On::Plain, RuntimeKind::AsyncStd, RuntimeKind::Tokio);
 }
 
 #[test]
-fn a_replica_stopped_with_sigterm_frees_its_conversations_at_once_cluster() {
+fn a_replica_stopped_with_sigterm_keeps_one_writer_then_frees_cluster() {
     terminated_mid_call(On::Cluster, RuntimeKind::Blocking, RuntimeKind::Tokio);
 }
 

@@ -169,6 +169,14 @@ fn main() {
             machine();
             link(&args);
         }
+        "decisions" => {
+            machine();
+            let rtt = Duration::from_millis(flag("--rtt-ms", 40) as u64);
+            println!(
+                "{}",
+                human_plus_bench::decisions::run(rtt, flag("--rounds", 5), flag("--calls", 10))
+            );
+        }
         "service" => {
             machine();
             // Thousands of conversations: as many sockets as their legs need.

@@ -41,6 +41,12 @@ fn main() {
                 json!({"address": "D1", "value": value}),
             );
             println!("RESULT {}", outcome(&r));
+            // Exits on SIGTERM (after its handler's SHUTDOWN line) or when
+            // the test ends it: a call ended by the shutdown's grace must
+            // not end the process before the handler does.
+            loop {
+                std::thread::park();
+            }
         }
         "takeover" => {
             println!("READY");
