@@ -16,6 +16,10 @@
 //!
 //! Every public name is re-exported at the crate root.
 //!
+//! What a surface must do for these rules to hold is the guide's
+//! [surface's half of the contract](https://github.com/human-plus/human-plus-rs/blob/main/docs/guide/surface-contract.md); what they
+//! protect against, its [security notes](https://github.com/human-plus/human-plus-rs/blob/main/docs/guide/security.md).
+//!
 //! ## The map
 //!
 //! The modules are private, grouped in folders by concern. In the order data

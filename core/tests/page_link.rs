@@ -2,8 +2,8 @@
 //! the core's link parser: the relay's own session URL, prefix included,
 //! with the token and the surface id in the fragment
 //! (`{relay}/{session}#token=T&surface=S`). The page and the parser are
-//! built apart; this holds them to the same form (`cli/README.md`, "The
-//! share link").
+//! built apart; this holds them to the same form (`docs/guide/persons-page.md`,
+//! "The share link").
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

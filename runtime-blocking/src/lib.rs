@@ -62,6 +62,10 @@
 //! }
 //! ```
 //!
+//! The guide's [queue worker](https://github.com/human-plus/human-plus-rs/blob/main/docs/guide/queue-worker.md) page says what the API
+//! alone does not: one manager per process, workers on one Redis, which
+//! errors to retry and what a stopped worker does.
+//!
 //! ## The API
 //!
 //! [`HumanPlus`] is the manager, over this crate's [`Blocking`] driver. Its

@@ -66,6 +66,10 @@
 //! }
 //! ```
 //!
+//! The guide's [agent service](https://github.com/human-plus/human-plus-rs/blob/main/docs/guide/agent-service.md) page says what the API
+//! alone does not: replicas on one Redis, leases, which errors to retry,
+//! explicit pins (`call_at`, ETag and If-Match) and kept legs.
+//!
 //! ## The API
 //!
 //! [`HumanPlus`] is the manager, over this crate's [`Tokio`] driver. Its

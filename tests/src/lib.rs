@@ -684,6 +684,32 @@ pub fn cells(env: &Env) -> BTreeMap<String, String> {
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The guide's examples (`docs/guide/`, where the README's other examples
+/// went), compiled as doc tests: one item per page.
+#[cfg(doctest)]
+pub mod guide_doctests {
+    #[doc = include_str!("../../docs/guide/README.md")]
+    pub struct GuideIndex;
+    #[doc = include_str!("../../docs/guide/mcp-client.md")]
+    pub struct GuideMcpClient;
+    #[doc = include_str!("../../docs/guide/agent-service.md")]
+    pub struct GuideAgentService;
+    #[doc = include_str!("../../docs/guide/queue-worker.md")]
+    pub struct GuideQueueWorker;
+    #[doc = include_str!("../../docs/guide/persons-page.md")]
+    pub struct GuidePersonsPage;
+    #[doc = include_str!("../../docs/guide/surface-contract.md")]
+    pub struct GuideSurfaceContract;
+    #[doc = include_str!("../../docs/guide/transports.md")]
+    pub struct GuideTransports;
+    #[doc = include_str!("../../docs/guide/operations.md")]
+    pub struct GuideOperations;
+    #[doc = include_str!("../../docs/guide/security.md")]
+    pub struct GuideSecurity;
+    #[doc = include_str!("../../docs/guide/performance.md")]
+    pub struct GuidePerformance;
+}
+
 /// Prints the captured log lines holding any of `needles` (debugging aid:
 /// set `HP_DUMP_LOG=1`).
 pub fn dump_log(needles: &[&str]) {
