@@ -851,6 +851,9 @@ struct Refusal {
     changes: WhatChanged,
     repeat_guarded: bool,
     repeated: bool,
+    /// The surface declared the tool read-only (`readOnlyHint`): the
+    /// wording only, never pinning nor the repeat guard.
+    declared_read_only: bool,
 }
 
 /// What a stale refusal could tell of what changed since the refused pin.
@@ -901,7 +904,25 @@ impl SurfaceChangedUnderYou {
             changes: WhatChanged::NotAsked,
             repeat_guarded: false,
             repeated: false,
+            declared_read_only: false,
         }))
+    }
+
+    /// The surface declared the refused tool read-only (its
+    /// `annotations.readOnlyHint`): the refusal tells the model plainly to
+    /// read again. The surface's word decides the wording only: the call
+    /// stays pinned and guarded like any other, since Human+ cannot tell a
+    /// read from a write.
+    #[must_use]
+    pub fn with_declared_read_only(mut self) -> Self {
+        self.0.declared_read_only = true;
+        self
+    }
+
+    /// Whether the surface declared the refused tool read-only.
+    #[must_use]
+    pub fn declared_read_only(&self) -> bool {
+        self.0.declared_read_only
     }
 
     /// The surface's current revision, learnt while refusing (from the
@@ -1157,10 +1178,17 @@ impl fmt::Display for SurfaceChangedUnderYou {
         } else {
             "read the surface again before deciding what to do"
         };
-        write!(
-            f,
-            "\n\nIf `{tool}` only reads, call it again: it will see the surface as it is now. If it changes something, {before}: the change may already have done what you intended, may conflict with it, or may be unrelated. Do not simply repeat `{tool}` with the same arguments \u{2014} that is how the other change gets overwritten, which is the outcome this refusal exists to prevent."
-        )?;
+        if r.declared_read_only {
+            write!(
+                f,
+                "\n\nThe surface declares `{tool}` read-only, so nothing of yours was lost: read the surface again to see it as it is now (the change feed, or any other read; Human+ sends this very call again once another call has been answered)."
+            )?;
+        } else {
+            write!(
+                f,
+                "\n\nIf `{tool}` only reads, call it again: it will see the surface as it is now. If it changes something, {before}: the change may already have done what you intended, may conflict with it, or may be unrelated. Do not simply repeat `{tool}` with the same arguments \u{2014} that is how the other change gets overwritten, which is the outcome this refusal exists to prevent."
+            )?;
+        }
         if r.repeat_guarded {
             write!(
                 f,

@@ -1739,3 +1739,36 @@ fn a_kept_listing_verdict_never_outlives_its_bytes() {
         );
     }
 }
+
+/// A refused call the surface declared read-only (`readOnlyHint`) is told
+/// plainly to read again; one it did not declare is told the general
+/// rule. The claim changes the wording only: the refused read is pinned
+/// and guarded like any call (issue 39).
+#[test]
+fn a_refused_read_the_surface_declared_read_only_is_told_to_read_again() {
+    let (state, sim) = sheet();
+    let mut a = Agent::new(sim).warm_mode();
+    a.call("sheet_read", json!({})).unwrap();
+    state.borrow_mut().person_edits("B4", "12");
+    let e = a.call("sheet_read", json!({})).unwrap_err();
+    let Error::SurfaceChangedUnderYou(refusal) = &e else {
+        panic!("{e:?}")
+    };
+    assert!(refusal.declared_read_only(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("The surface declares `sheet_read` read-only"),
+        "{text}"
+    );
+    assert!(!text.contains("Do not simply repeat"), "{text}");
+    assert!(refusal.is_repeat_guarded());
+    state.borrow_mut().person_edits("B4", "13");
+    let e = a
+        .call("sheet_write", json!({"cell": "B4", "value": "9"}))
+        .unwrap_err();
+    let Error::SurfaceChangedUnderYou(refusal) = &e else {
+        panic!("{e:?}")
+    };
+    assert!(!refusal.declared_read_only());
+    assert!(e.to_string().contains("Do not simply repeat `sheet_write`"));
+}

@@ -1648,7 +1648,18 @@ impl Machine {
             .refusal_current
             .take()
             .filter(|c| pinned.as_ref().is_none_or(|p| p.token() != c.token()));
-        let refusal = SurfaceChangedUnderYou::new(tool, pinned.clone());
+        // The surface's claim decides the wording only (known when the
+        // listing's definitions were read: a kept listing, or `tools`).
+        let declared_read_only = self
+            .discovery
+            .as_ref()
+            .and_then(|d| d.claims.get(&tool))
+            .and_then(|c| c.read_only)
+            == Some(true);
+        let mut refusal = SurfaceChangedUnderYou::new(tool, pinned.clone());
+        if declared_read_only {
+            refusal = refusal.with_declared_read_only();
+        }
         let is_call = matches!(self.kind, Kind::Call { .. });
         match (is_call, self.feed.clone(), pinned) {
             (true, Some(feed), Some(pinned)) => {
