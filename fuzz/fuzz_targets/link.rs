@@ -74,6 +74,28 @@ fuzz_target!(|data: &[u8]| {
         Ok(link) => link,
     };
 
+    // What the link tells of itself.
+    assert_eq!(link.form().to_string(), link.form().as_str());
+    assert_eq!(options.insecure_loopback_allowed(), loopback);
+    assert_eq!(
+        options.relay_path_str(),
+        PATHS[usize::from((mode >> 1) & 3)]
+    );
+    for note in link.notes() {
+        let text = note.to_string();
+        assert!(text.len() < 200 && !text.contains('\n'));
+    }
+    let _ = (link.assumed_relay_path(), link.application());
+    let shown = link.default_surface_id();
+    assert!(human_plus_core::is_plain_identifier(&shown), "{shown:?}");
+    if let Ok(i) = link
+        .clone()
+        .into_invitation(Some("sheet:fuzz"), Some("fuzz-app"))
+    {
+        assert_eq!(i.surface_id(), "sheet:fuzz");
+        assert_eq!(i.application(), "fuzz-app");
+    }
+
     let token = link.token().expose().to_owned();
     assert!((16..=512).contains(&token.len()));
     assert!(token.bytes().all(|b| b.is_ascii_graphic()));
