@@ -56,6 +56,22 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
+    // The feed states, kinds and actors as they are shown.
+    assert_eq!(feed.to_string(), feed.as_str());
+    assert!(!feed.describe().is_empty());
+    assert_eq!(feed.is_unavailable(), feed == ChangeFeed::Unavailable);
+    let none = SurfaceChanges::unavailable();
+    assert_eq!(none.feed(), ChangeFeed::Unavailable);
+    assert!(!none.answered() && none.changes().is_empty() && !none.nothing_changed());
+    for c in a.changes() {
+        assert_eq!(c.kind().to_string(), c.kind().as_str());
+        assert_eq!(c.actor().to_string(), c.actor().as_str());
+        assert_eq!(
+            c.kind().leaves_handle_valid(),
+            c.kind() != human_plus_core::ChangeKind::Deleted
+        );
+    }
+
     // Feed.
     if feed.is_answerable() {
         assert!(a.feed() == feed || a.feed() == ChangeFeed::Attributed);

@@ -199,7 +199,7 @@ fuzz_target!(|data: &[u8]| {
                 "{line}"
             );
             assert!(
-                !line.chars().any(|c| human_plus_fuzz::must_be_escaped(c)),
+                !line.chars().any(human_plus_fuzz::must_be_escaped),
                 "an unescaped character in {line:?}"
             );
         }

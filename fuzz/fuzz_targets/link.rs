@@ -17,7 +17,8 @@
 //!   invitation, and `RelayEndpoint::new` accepts that invitation under a
 //!   policy declaring exactly the link's host and port, so the host and
 //!   port the link shows are the ones the egress rules check;
-//! - its `Debug` never shows the token (unless a public part spells it);
+//! - its `Debug` never shows the token (unless a public part spells it: the
+//!   relay, the session, the surface id or the application);
 //! - a link naming a Reverb channel carries the token in neither URL, its
 //!   relay URL is the auth bridge's, and `ReverbEndpoint::new` accepts it
 //!   under a policy declaring exactly its two hosts and ports (and
@@ -110,6 +111,28 @@ fuzz_target!(|data: &[u8]| {
         Ok(link) => link,
     };
 
+    // What the link tells of itself.
+    assert_eq!(link.form().to_string(), link.form().as_str());
+    assert_eq!(options.insecure_loopback_allowed(), loopback);
+    assert_eq!(
+        options.relay_path_str(),
+        PATHS[usize::from((mode >> 1) & 3)]
+    );
+    for note in link.notes() {
+        let text = note.to_string();
+        assert!(text.len() < 200 && !text.contains('\n'));
+    }
+    let _ = (link.assumed_relay_path(), link.application());
+    let shown = link.default_surface_id();
+    assert!(human_plus_core::is_plain_identifier(&shown), "{shown:?}");
+    if let Ok(i) = link
+        .clone()
+        .into_invitation(Some("sheet:fuzz"), Some("fuzz-app"))
+    {
+        assert_eq!(i.surface_id(), "sheet:fuzz");
+        assert_eq!(i.application(), "fuzz-app");
+    }
+
     let token = link.token().expose().to_owned();
     assert!((16..=512).contains(&token.len()));
     assert!(token.bytes().all(|b| b.is_ascii_graphic()));
@@ -130,7 +153,14 @@ fuzz_target!(|data: &[u8]| {
     } else {
         assert!(relay.starts_with("https://"));
     }
-    let public = [relay.as_str(), link.session_id()];
+    // The public parts a `Debug` shows may spell the token by chance: the
+    // relay, the session, the surface id, the application.
+    let public = [
+        relay.as_str(),
+        link.session_id(),
+        link.surface_id().unwrap_or_default(),
+        link.application().unwrap_or_default(),
+    ];
     if !public.iter().any(|p| p.contains(&token)) {
         assert!(
             !format!("{link:?}").contains(&token),

@@ -378,7 +378,7 @@ fn run(input: &Input) {
             line.chars().count()
         );
         assert!(
-            !line.chars().any(|c| human_plus_fuzz::must_be_escaped(c)),
+            !line.chars().any(human_plus_fuzz::must_be_escaped),
             "an unescaped character in {line:?}"
         );
     }

@@ -4,6 +4,9 @@
 //! bytes).
 //!
 //! Properties:
+//! - `refusal_current` (a stale refusal's `data.current`,
+//!   `currentRevision`, `current_revision`) equals an independent reading of
+//!   its rule;
 //! - `SurfaceRevision::from_result` never panics; a returned token is
 //!   non-empty, ≤ 512 bytes, trimmed, and remembers its tool; an error is
 //!   only `TooLong`; a non-object has no revision;
@@ -18,8 +21,8 @@
 #![no_main]
 
 use human_plus_core::{
-    CONFLICT_REASONS, MAX_REVISION_BYTES, RevisionError, SurfaceRevision, rejects_revision,
-    trim_ascii_php,
+    CONFLICT_REASONS, CURRENT_REVISION_KEYS, ConflictDetection, MAX_REVISION_BYTES, RevisionError,
+    SurfaceRevision, refusal_current, rejects_revision, trim_ascii_php,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -54,6 +57,35 @@ fn oracle(error: &Value) -> bool {
     })
 }
 
+/// The current revision a refusal names, read independently: the first of
+/// `current`, `currentRevision`, `current_revision` in its `data` that is a
+/// non-blank string (trimmed) or an integer (as the reference reads it: a
+/// JSON integer in the signed 64-bit range, or an integral float within
+/// 2^53), at most 512 bytes.
+fn current_oracle(e: &Value) -> Option<String> {
+    let data = e.get("data")?.as_object()?;
+    for key in CURRENT_REVISION_KEYS {
+        let token = match data.get(key) {
+            Some(Value::String(s)) if !trim_ascii_php(s).is_empty() => trim_ascii_php(s).to_owned(),
+            Some(Value::Number(n)) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), _, _) => i.to_string(),
+                (None, Some(_), _) => continue,
+                (None, None, Some(f))
+                    if f.is_finite() && f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_991.0 =>
+                {
+                    format!("{}", f as i64)
+                }
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if token.len() <= MAX_REVISION_BYTES {
+            return Some(token);
+        }
+    }
+    None
+}
+
 fuzz_target!(|data: &[u8]| {
     let (mode, rest) = data.split_first().unwrap_or((&0, &[]));
     let value = human_plus_fuzz::json_from_bytes(rest);
@@ -80,6 +112,26 @@ fuzz_target!(|data: &[u8]| {
         check(&r);
     }
 
+    // A stale refusal's current revision: `refusal_current` against an
+    // independent reading of its rule, on the value and on its `error`.
+    for e in [Some(&value), value.get("error")].into_iter().flatten() {
+        let got = refusal_current(e, "t").map(|r| r.token().to_owned());
+        assert_eq!(got, current_oracle(e), "refusal_current on {e}");
+    }
+
+    // The conflict-detection states and the revision's `Display`.
+    for c in [
+        ConflictDetection::NotObserved,
+        ConflictDetection::Unavailable,
+        ConflictDetection::Minted,
+        ConflictDetection::Enforced,
+    ] {
+        assert_eq!(c.to_string(), c.as_str());
+        assert!(!c.describe().is_empty());
+        assert_eq!(c.is_unprotected(), c == ConflictDetection::Unavailable);
+        assert_eq!(c.is_proven(), c == ConflictDetection::Enforced);
+    }
+
     if mode % 2 == 1 {
         let raw = String::from_utf8_lossy(rest);
         let t = trim_ascii_php(&raw);
@@ -87,6 +139,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(r) => {
                 check(&r);
                 assert_eq!(r.token(), t);
+                assert_eq!(r.to_string(), t);
             }
             Err(RevisionError::Empty) => assert!(t.is_empty()),
             Err(RevisionError::TooLong) => assert!(t.len() > MAX_REVISION_BYTES),

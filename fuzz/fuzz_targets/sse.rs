@@ -162,6 +162,35 @@ fuzz_target!(|data: &[u8]| {
     if mode & 0x80 == 0 {
         let cuts = split_points(seed, body.len());
         check(body, max, &cuts);
+        // What the decoder tells of itself after the whole body.
+        let mut d = if mode & 0x40 == 0 {
+            SseDecoder::new(max)
+        } else {
+            SseDecoder::default()
+        };
+        d.push(body);
+        let pending = d.pending_events();
+        let mut drained = 0;
+        while d.next_event().is_some() {
+            drained += 1;
+        }
+        assert!(drained >= pending, "fewer events than pending");
+        assert_eq!(d.pending_events(), 0);
+        if mode & 0x40 == 0 {
+            assert_eq!(d.max_event_bytes(), max);
+        } else {
+            assert_eq!(d.max_event_bytes(), DEFAULT_MAX_EVENT_BYTES);
+        }
+        let _ = (d.last_retry(), d.last_event_id());
+        // A message event encodes and decodes back.
+        let text = String::from_utf8_lossy(body).replace(['\r', '\n'], " ");
+        let m = SseEvent::message(text.clone());
+        assert_eq!(m, SseEvent::new("message", text));
+        let mut back = SseDecoder::default();
+        back.push(m.encode().as_bytes());
+        if let Some(Ok(e)) = back.next_event() {
+            assert_eq!(e.data, m.data);
+        }
         return;
     }
 

@@ -295,6 +295,7 @@ pub fn poll_check(data: &[u8], dialect: Dialect) {
             assert!(buf.is_over_budget() && buf.as_bytes().is_empty());
         }
     }
+    assert_eq!(buf.max_bytes(), max);
     let chunked: Parsed = match dialect {
         Dialect::Fancy => buf
             .parse_fancy()
@@ -302,6 +303,25 @@ pub fn poll_check(data: &[u8], dialect: Dialect) {
         Dialect::Broker => buf.parse_broker().map(|p| (p.frames, p.skipped, p.cursor)),
     };
     assert_eq!(chunked, whole, "chunking changed the result");
+    // A cleared buffer takes the body again, and reads the same.
+    let mut again = if max == human_plus_core::DEFAULT_MAX_POLL_BODY_BYTES {
+        PollBodyBuffer::default()
+    } else {
+        PollBodyBuffer::new(max)
+    };
+    let _ = again.push(body);
+    again.clear();
+    assert!(again.as_bytes().is_empty() && !again.is_over_budget());
+    let _ = again.push(body);
+    let reread: Parsed = match dialect {
+        Dialect::Fancy => again
+            .parse_fancy()
+            .map(|p| (p.frames, p.skipped, p.subscriber)),
+        Dialect::Broker => again
+            .parse_broker()
+            .map(|p| (p.frames, p.skipped, p.cursor)),
+    };
+    assert_eq!(reread, whole, "a cleared buffer read otherwise");
 
     let too_large = Err(Error::Protocol(ProtocolError::FrameTooLarge { limit: max }));
     if body.len() > max {
