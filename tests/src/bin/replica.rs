@@ -23,6 +23,9 @@ use std::time::Instant;
 use human_plus_conformance::replica::{Replica, ReplicaSetup};
 use serde_json::{Value, json};
 
+/// Set once a `hold` replica printed its call's `RESULT`.
+static RESULT_PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() {
     let spec: Value = serde_json::from_str(&std::env::args().nth(1).expect("a JSON spec")).unwrap();
     let setup = ReplicaSetup::from_json(&spec["setup"]);
@@ -41,6 +44,7 @@ fn main() {
                 json!({"address": "D1", "value": value}),
             );
             println!("RESULT {}", outcome(&r));
+            RESULT_PRINTED.store(true, std::sync::atomic::Ordering::SeqCst);
             // Exits on SIGTERM (after its handler's SHUTDOWN line) or when
             // the test ends it: a call ended by the shutdown's grace must
             // not end the process before the handler does.
@@ -104,6 +108,14 @@ fn on_sigterm(replica: Arc<Replica>) {
             term.recv().await;
         });
         replica.shutdown();
+        // The call the shutdown ended has given its lock back; its thread
+        // prints its RESULT a moment later: let it, before exiting.
+        let asked = std::time::Instant::now();
+        while !RESULT_PRINTED.load(std::sync::atomic::Ordering::SeqCst)
+            && asked.elapsed() < std::time::Duration::from_secs(2)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         println!("SHUTDOWN");
         std::process::exit(0);
     });
