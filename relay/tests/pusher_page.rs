@@ -12,7 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use human_plus_core::{ClientEventRefusal, PusherCloseCode, PusherClosed, PusherErrorCode};
 use human_plus_relay::{
     AuthBridge, AuthBridgeHandle, CallOutcome, DemoSurface, ErrorData, PusherHandle, PusherServer,
-    SurfaceError,
+    Rewrite, SurfaceError,
 };
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -727,6 +727,194 @@ async fn a_refused_page_does_not_start() {
         .unwrap_err();
     assert!(matches!(err, SurfaceError::InvalidUrl(_)), "{err:?}");
     forger.shutdown().await;
+    bridge.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_page_paces_its_replies_to_the_servers_rate_limit() {
+    // sockudo's client-event rate limit, at 4 per second per socket: two
+    // agents send 4 requests each at once, so the page has 8 replies to
+    // send.
+    let server = PusherServer::builder(KEY, SECRET)
+        .client_event_rate(4)
+        .error_data(ErrorData::Object)
+        .start()
+        .await
+        .unwrap();
+    let bridge = bridge_for(CH).await;
+    let paced = DemoSurface::channel_builder(server.ws_url(), bridge.url(), "S1", PAGE)
+        .client_events_per_second(4)
+        .start()
+        .await
+        .unwrap();
+    let mut first = Agent::join(&server, &bridge, AGENT, CH).await;
+    let mut second = Agent::join(&server, &bridge, AGENT_2, CH).await;
+    let started = tokio::time::Instant::now();
+    for n in 0..4 {
+        first
+            .whisper(json!({"jsonrpc": "2.0", "id": format!("p-{n}"), "method": "ping"}))
+            .await;
+        second
+            .whisper(json!({"jsonrpc": "2.0", "id": format!("q-{n}"), "method": "ping"}))
+            .await;
+    }
+    // The first agent hears the second's requests and every reply.
+    let mut replies = 0;
+    while replies < 8 {
+        let frame = first.next_whisper().await;
+        if frame.get("result").is_some() {
+            replies += 1;
+        }
+    }
+    // The second four waited for the window: none was refused.
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert!(
+        paced.channel_errors().is_empty(),
+        "{:?}",
+        paced.channel_errors()
+    );
+    paced.leave().await;
+    drop(second);
+
+    // A page paced above the server's limit loses replies, as the server
+    // says to it alone.
+    let hasty = DemoSurface::channel_builder(server.ws_url(), bridge.url(), "S1", PAGE)
+        .client_events_per_second(100)
+        .start()
+        .await
+        .unwrap();
+    let mut second = Agent::join(&server, &bridge, AGENT_2, CH).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    for n in 0..4 {
+        first
+            .whisper(json!({"jsonrpc": "2.0", "id": format!("h-{n}"), "method": "ping"}))
+            .await;
+        second
+            .whisper(json!({"jsonrpc": "2.0", "id": format!("i-{n}"), "method": "ping"}))
+            .await;
+    }
+    assert!(
+        hasty
+            .wait_for(SOON, |p| p.requests("ping") == 8
+                && p.channel_errors().len() == 4)
+            .await,
+        "{:?}",
+        hasty.channel_errors()
+    );
+    let replies = first
+        .heard_within(QUIET)
+        .await
+        .into_iter()
+        .filter(|f| f["event"] == "client-mcp" && f["data"].get("result").is_some())
+        .count();
+    assert_eq!(replies, 4);
+    assert!(
+        hasty
+            .channel_errors()
+            .iter()
+            .all(|e| e.code == PusherErrorCode::ClientEvent(ClientEventRefusal::RateLimited))
+    );
+    hasty.shutdown().await;
+    paced.shutdown().await;
+    bridge.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_rewrite_and_a_mute_page_work_on_the_channel_too() {
+    let server = PusherServer::builder(KEY, SECRET).start().await.unwrap();
+    let bridge = bridge_for(CH).await;
+    let page = DemoSurface::channel_builder(server.ws_url(), bridge.url(), "S1", PAGE)
+        .rewrite(Rewrite::new(|method, _params, mut reply| {
+            if method == "tools/list" {
+                reply["result"]["tools"] = json!([]);
+            }
+            reply
+        }))
+        .start()
+        .await
+        .unwrap();
+    let mut agent = Agent::join(&server, &bridge, AGENT, CH).await;
+    let list = agent.call("a-1", "tools/list", json!({})).await;
+    assert_eq!(list["result"]["tools"], json!([]));
+    page.leave().await;
+
+    // max_reply_bytes(0): a page that records every request and answers none.
+    let mute = DemoSurface::channel_builder(server.ws_url(), bridge.url(), "S1", PAGE)
+        .max_reply_bytes(0)
+        .start()
+        .await
+        .unwrap();
+    agent
+        .whisper(json!({"jsonrpc": "2.0", "id": "a-2", "method": "tools/call", "params": tool_call("sheet_set_cell", json!({"address": "A1", "value": "x"}), Some("r1"))}))
+        .await;
+    assert!(mute.wait_for(SOON, |p| p.dropped_replies() == 1).await);
+    assert_eq!(mute.writes().len(), 1);
+    let heard = agent.heard_within(QUIET).await;
+    assert!(heard.is_empty(), "{heard:?}");
+    mute.shutdown().await;
+    page.shutdown().await;
+    bridge.shutdown().await;
+    server.shutdown().await;
+}
+
+/// `wss://`: a TLS terminator in front of our server (which speaks plain
+/// WebSocket), trusted through the builder's roots.
+#[tokio::test]
+async fn the_page_joins_over_wss() {
+    use rustls_pki_types::PrivateKeyDer;
+    use rustls_pki_types::pem::PemObject;
+
+    let server = PusherServer::builder(KEY, SECRET).start().await.unwrap();
+    let bridge = bridge_for(CH).await;
+    let (_, cert) = human_plus_relay::TlsConfig::generate().unwrap();
+    let key = PrivateKeyDer::from_pem_slice(cert.key_pem().as_bytes()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.cert_der().clone()], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let upstream = server.local_addr();
+    let terminator = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let Ok(mut plain) = TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    let page = DemoSurface::channel_builder(
+        format!("wss://localhost:{port}/app/{KEY}"),
+        bridge.url(),
+        "S1",
+        PAGE,
+    )
+    .tls_roots([cert.ca_der().clone()])
+    .start()
+    .await
+    .unwrap();
+    assert_eq!(server.subscribers(CH), 1);
+    let mut agent = Agent::join(&server, &bridge, AGENT, CH).await;
+    let reply = agent.call("a-1", "ping", json!({})).await;
+    assert_eq!(reply["result"], json!({}));
+    page.shutdown().await;
+    terminator.abort();
     bridge.shutdown().await;
     server.shutdown().await;
 }

@@ -376,8 +376,9 @@ impl DemoSurfaceBuilder {
     /// the page sends any size, as pusher-js does, and the server decides
     /// (our [`PusherServer`](crate::PusherServer) closes the page's
     /// connection with 1009 over 10,000 bytes, and the page connects
-    /// again; sockudo's payload cap answers the page 4301). Only with
-    /// [`DemoSurfaceBuilder::channel`].
+    /// again; sockudo's payload cap answers the page 4301). `0` makes a
+    /// page that records and applies every request and answers none. Only
+    /// with [`DemoSurfaceBuilder::channel`].
     #[must_use]
     pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
         if let Some(settings) = &mut self.channel {
