@@ -229,8 +229,13 @@ pub(super) async fn run(
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(100);
     loop {
+        let joins = link(&inner).map_or(0, |l| lock(&l.record).joins);
         let ended = connection(&inner, &plan, &mut commands, &mut ready).await;
         set_joined(&inner, false);
+        if link(&inner).map_or(0, |l| lock(&l.record).joins) > joins {
+            // This connection had joined: the back-off starts again.
+            backoff = Duration::from_millis(100);
+        }
         let wait = match ended {
             Ended::Left => return inner.end("left"),
             Ended::Failed { error, retry } => {
