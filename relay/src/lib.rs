@@ -14,7 +14,9 @@
 //! 409 and offers an attributed change feed. [`PusherServer`] is a
 //! Pusher-protocol channel server (what Laravel Reverb speaks) and
 //! [`AuthBridge`] the host app's auth bridge that signs its private
-//! channels: seed 004's Reverb transport, on loopback.
+//! channels: seed 004's Reverb transport, on loopback; the demo surface
+//! joins such a channel as seed 004's page does with
+//! [`DemoSurface::channel_builder`].
 //!
 //! ```
 //! use human_plus_relay::{DemoSurface, RelayServer};

@@ -17,6 +17,11 @@ use tokio::net::TcpStream;
 use super::error::SurfaceError;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connected byte stream (TCP, or TLS over it).
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 /// Largest JSON body the surface reads from the relay.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
@@ -112,7 +117,8 @@ impl Client {
         format!("{}{tail}", self.base_path)
     }
 
-    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, SurfaceError> {
+    /// A byte stream to the host: TCP, with TLS over it for `https`.
+    pub(crate) async fn connect_io(&self) -> Result<Box<dyn Io>, SurfaceError> {
         let stream = tokio::time::timeout(
             CONNECT_TIMEOUT,
             TcpStream::connect((self.host.as_str(), self.port)),
@@ -122,7 +128,7 @@ impl Client {
         .map_err(|e| SurfaceError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);
         match &self.tls {
-            None => handshake(stream).await,
+            None => Ok(Box::new(stream)),
             Some((config, name)) => {
                 let connector = tokio_rustls::TlsConnector::from(Arc::clone(config));
                 let tls =
@@ -130,9 +136,13 @@ impl Client {
                         .await
                         .map_err(|_| SurfaceError::Timeout("TLS handshake"))?
                         .map_err(|e| SurfaceError::Tls(e.to_string()))?;
-                handshake(tls).await
+                Ok(Box::new(tls))
             }
         }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, SurfaceError> {
+        handshake(self.connect_io().await?).await
     }
 
     /// Sends one request on a fresh connection and returns the response head
@@ -143,14 +153,31 @@ impl Client {
         target: &str,
         body: Option<String>,
     ) -> Result<Response<Incoming>, SurfaceError> {
+        let content_type = body.as_ref().map(|_| "application/json");
+        self.send_with(method, target, &[], content_type, body)
+            .await
+    }
+
+    /// [`Client::send`] with more headers and a chosen content type.
+    pub(crate) async fn send_with(
+        &self,
+        method: Method,
+        target: &str,
+        headers: &[(&str, &str)],
+        content_type: Option<&str>,
+        body: Option<String>,
+    ) -> Result<Response<Incoming>, SurfaceError> {
         let mut sender = self.connect().await?;
         let mut builder = Request::builder()
             .method(method)
             .uri(target)
             .header("host", &self.host_header)
             .header("accept", "application/json, text/event-stream");
-        if body.is_some() {
-            builder = builder.header("content-type", "application/json");
+        if let Some(content_type) = content_type {
+            builder = builder.header("content-type", content_type);
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
         }
         let request = builder
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
@@ -171,6 +198,34 @@ impl Client {
     ) -> Result<(u16, Bytes), SurfaceError> {
         tokio::time::timeout(timeout, async {
             let response = self.send(method, target, body).await?;
+            let status = response.status().as_u16();
+            let body = read_bounded(response.into_body(), MAX_BODY).await?;
+            Ok((status, body))
+        })
+        .await
+        .map_err(|_| SurfaceError::Timeout("request"))?
+    }
+
+    /// POSTs a form with `Authorization: Bearer TOKEN` (what pusher-js
+    /// sends an auth endpoint) and reads the whole (bounded) answer.
+    pub(crate) async fn post_form_bearer(
+        &self,
+        target: &str,
+        token: &str,
+        form: String,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes), SurfaceError> {
+        let bearer = format!("Bearer {token}");
+        tokio::time::timeout(timeout, async {
+            let response = self
+                .send_with(
+                    Method::POST,
+                    target,
+                    &[("authorization", bearer.as_str())],
+                    Some("application/x-www-form-urlencoded"),
+                    Some(form),
+                )
+                .await?;
             let status = response.status().as_u16();
             let body = read_bounded(response.into_body(), MAX_BODY).await?;
             Ok((status, body))

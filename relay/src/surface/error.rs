@@ -35,6 +35,22 @@ pub enum SurfaceError {
     /// Not an A1 address (or row) of the sheet.
     #[error("invalid cell address: {0}")]
     InvalidAddress(String),
+    /// The host app's auth bridge would not sign the page's channel (its
+    /// HTTP status: 403 when it refused the bearer).
+    #[error("the auth bridge refused to sign the page's channel (HTTP {status})")]
+    AuthBridge {
+        /// The bridge's status.
+        status: u16,
+    },
+    /// The channel server or the channel layer refused (a subscription
+    /// refused with 4009, a connection closed before the page joined, a
+    /// whisper the layer would not send).
+    #[error("the channel: {0}")]
+    Channel(String),
+    /// The page on a channel is not joined (it left, or is reconnecting):
+    /// nothing was sent.
+    #[error("the page is not joined to its channel: nothing was sent")]
+    NotJoined,
 }
 
 pub(super) fn status_error(status: u16, body: &[u8]) -> SurfaceError {

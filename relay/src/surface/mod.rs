@@ -26,12 +26,30 @@
 //! session, and a surface that registered the session registers it again,
 //! with the same token, and carries on ([`DemoSurface::registered_again`]).
 //!
+//! **On a channel.** Instead of an HTTP relay, the page can join a
+//! Pusher-protocol channel (what Laravel Reverb serves) as seed 004's page
+//! does (`Echo.private("agent.session." + id)`, `whisper("mcp", frame)`,
+//! `listenForWhisper("mcp", …)`): [`DemoSurface::channel_builder`]. It
+//! connects `ws(s)://host:port/app/KEY?protocol=7&client=…&version=…`, has
+//! the host app's auth bridge sign the channel (`POST`, form
+//! `socket_id`/`channel_name`, `Authorization: Bearer TOKEN`), subscribes,
+//! keeps the connection alive, and answers every `client-mcp` whisper that
+//! is a request with a `client-mcp` whisper, by the same code that answers
+//! over the relay; its own notifications (the person's activity, a tool
+//! list change) are whispers too. The core's sans-IO
+//! [`PusherChannel`](human_plus_core::PusherChannel) decides every frame,
+//! over tokio-tungstenite. A connection the server closes is opened again,
+//! as pusher-js does ([`DemoSurface::joins`]), except after 4000-4099 or
+//! [`DemoSurface::leave`]. On a presence channel the agents present are the
+//! members ([`DemoSurface::peers`]).
+//!
 //! Everything the session does is recorded for tests: tool calls and their
 //! outcome ([`DemoSurface::calls`]), notifications
 //! ([`DemoSurface::notifications`], [`DemoSurface::activity`]), agents
 //! present ([`DemoSurface::peers`]). A programmatic person edits the sheet
 //! ([`DemoSurface::person`]).
 
+mod channel;
 mod client;
 mod error;
 mod record;
@@ -54,6 +72,7 @@ use tokio::time::Instant;
 
 use crate::broker::lock;
 use crate::wire::encode_component;
+use channel::{ChannelLink, ChannelPlan, ChannelSettings};
 use client::{Client, SseReader};
 pub use error::SurfaceError;
 use error::status_error;
@@ -89,7 +108,9 @@ impl fmt::Debug for Rewrite {
     }
 }
 
-/// Which receive leg the surface reads its inbound frames from.
+/// Which receive leg the surface reads its inbound frames from, on an
+/// HTTP relay. (A page on a Pusher channel is built with
+/// [`DemoSurface::channel_builder`] or [`DemoSurfaceBuilder::channel`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SurfaceLeg {
     /// `GET /{session}/events?direction=inbound` (default).
@@ -121,6 +142,8 @@ pub struct DemoSurfaceBuilder {
     server_name: String,
     protocol_versions: Vec<String>,
     rewrite: Option<Rewrite>,
+    channel: Option<ChannelSettings>,
+    extra_tools: usize,
 }
 
 impl fmt::Debug for DemoSurfaceBuilder {
@@ -135,6 +158,8 @@ impl fmt::Debug for DemoSurfaceBuilder {
             .field("feed_complete", &self.feed_complete)
             .field("stale_reads", &self.stale_reads)
             .field("current_in_refusal", &self.current_in_refusal)
+            .field("channel", &self.channel)
+            .field("extra_tools", &self.extra_tools)
             .finish_non_exhaustive()
     }
 }
@@ -293,8 +318,111 @@ impl DemoSurfaceBuilder {
         self
     }
 
+    /// Joins a Pusher-protocol channel instead of registering on an HTTP
+    /// relay: the WebSocket server at `ws_url` (`ws(s)://host:port/app/KEY`,
+    /// what Laravel Reverb serves) and the host app's auth bridge at
+    /// `auth_url` (`POST /broadcasting/auth`, which signs the channel for
+    /// the bearer of this builder's token). The channel is
+    /// `private-agent.session.<session id>` unless
+    /// [`DemoSurfaceBuilder::channel_name`] says otherwise. The relay URL,
+    /// [`DemoSurfaceBuilder::leg`], `register`, `unregister_on_shutdown`
+    /// and `poll_wait` do not apply to a page on a channel; everything the
+    /// sheet does applies unchanged. See [`DemoSurface::channel_builder`].
+    ///
+    /// ```
+    /// use human_plus_relay::DemoSurface;
+    /// let b = DemoSurface::builder("http://127.0.0.1:1", "S1", "0123456789abcdef0123")
+    ///     .channel("ws://127.0.0.1:6001/app/app-key", "http://127.0.0.1:8000/broadcasting/auth");
+    /// # let _ = b;
+    /// ```
+    #[must_use]
+    pub fn channel(mut self, ws_url: impl Into<String>, auth_url: impl Into<String>) -> Self {
+        let previous = self.channel.take();
+        self.channel = Some(ChannelSettings {
+            ws_url: ws_url.into(),
+            auth_url: auth_url.into(),
+            channel: previous.as_ref().and_then(|p| p.channel.clone()),
+            max_reply_bytes: previous.as_ref().and_then(|p| p.max_reply_bytes),
+            client_events: previous
+                .as_ref()
+                .map_or(channel::DEFAULT_PAGE_CLIENT_EVENTS, |p| p.client_events),
+        });
+        self
+    }
+
+    /// The channel a page on a channel joins (default
+    /// `private-agent.session.<session id>`, seed 004's
+    /// `Echo.private("agent.session." + id)`); a `presence-…` name makes
+    /// the page a presence member, so agents see it leave. Only with
+    /// [`DemoSurfaceBuilder::channel`].
+    ///
+    /// ```
+    /// use human_plus_relay::DemoSurface;
+    /// let b = DemoSurface::channel_builder("ws://127.0.0.1:6001/app/k", "http://127.0.0.1:8000/broadcasting/auth", "S1", "t")
+    ///     .channel_name("presence-agent.session.S1");
+    /// # let _ = b;
+    /// ```
+    #[must_use]
+    pub fn channel_name(mut self, name: impl Into<String>) -> Self {
+        if let Some(settings) = &mut self.channel {
+            settings.channel = Some(name.into());
+        }
+        self
+    }
+
+    /// A page on a channel drops (and counts, [`DemoSurface::dropped_replies`])
+    /// every reply whose WebSocket message would be over `bytes`, as a
+    /// server with that cap refuses it: the agent hears nothing. By default
+    /// the page sends any size, as pusher-js does, and the server decides
+    /// (our [`PusherServer`](crate::PusherServer) closes the page's
+    /// connection with 1009 over 10,000 bytes, and the page connects
+    /// again; sockudo's payload cap answers the page 4301). `0` makes a
+    /// page that records and applies every request and answers none. Only
+    /// with [`DemoSurfaceBuilder::channel`].
+    #[must_use]
+    pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
+        if let Some(settings) = &mut self.channel {
+            settings.max_reply_bytes = Some(bytes);
+        }
+        self
+    }
+
+    /// How many whispers per second a page on a channel sends at most
+    /// (default 100, sockudo's limit; beyond, replies wait in order). Only
+    /// with [`DemoSurfaceBuilder::channel`].
+    #[must_use]
+    pub fn client_events_per_second(mut self, events: u32) -> Self {
+        if let Some(settings) = &mut self.channel {
+            settings.client_events = events.max(1);
+        }
+        self
+    }
+
+    /// Offers `count` more tools besides the demo's (`extra_tool_001`, …,
+    /// each a read-only tool of about 300 bytes as listed), so a
+    /// `tools/list` answer is as large as a real page's: 40 make it over
+    /// the 10,000 bytes a Reverb message may be. Calling one answers a
+    /// short text. Any leg.
+    ///
+    /// ```
+    /// use human_plus_relay::DemoSurface;
+    /// let b = DemoSurface::builder("http://127.0.0.1:1", "s", "t").extra_tools(40);
+    /// # let _ = b;
+    /// ```
+    #[must_use]
+    pub fn extra_tools(mut self, count: usize) -> Self {
+        self.extra_tools = count;
+        self
+    }
+
     /// Registers (unless told not to), opens the receive leg and starts
-    /// answering. Returns once the leg is open, so an agent may post.
+    /// answering. Returns once the leg is open, so an agent may post. A
+    /// page on a channel ([`DemoSurfaceBuilder::channel`]) returns once it
+    /// is subscribed, so an agent may whisper.
+    ///
+    /// # Errors
+    /// The relay (or, on a channel, the WebSocket server or the auth
+    /// bridge) could not be reached or refused.
     pub async fn start(self) -> Result<DemoSurface, SurfaceError> {
         let tls = match (self.tls_config, self.tls_roots.is_empty()) {
             (Some(config), _) => Some(config),
@@ -304,10 +432,29 @@ impl DemoSurfaceBuilder {
             ),
             (None, true) => None,
         };
-        let client = Client::new(&self.base_url, tls)?;
-        let sheet = Sheet::new(self.cells)?;
+        let plan = match self.channel {
+            Some(settings) => Some(ChannelPlan::new(settings, &self.session, tls.clone())?),
+            None => None,
+        };
+        let (client, link) = match &plan {
+            Some(plan) => {
+                let (link, commands) = ChannelLink::new(plan.channel().to_owned());
+                (plan.bridge_client(), Some((link, commands)))
+            }
+            None => (Client::new(&self.base_url, tls)?, None),
+        };
+        let (link, commands) = match link {
+            Some((link, commands)) => (Some(link), Some(commands)),
+            None => (None, None),
+        };
+        let mut sheet = Sheet::new(self.cells)?;
+        sheet
+            .tool_edits
+            .added
+            .extend(sheet::extra_tool_definitions(self.extra_tools));
         let inner = Arc::new(Inner {
             client,
+            channel: link,
             session: self.session,
             token: self.token,
             behaviour: Behaviour {
@@ -329,6 +476,24 @@ impl DemoSurfaceBuilder {
             registers: self.register,
             registered_again: AtomicUsize::new(0),
         });
+        if let (Some(plan), Some(commands)) = (plan, commands) {
+            let (ready, joined) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(channel::run(Arc::clone(&inner), plan, commands, ready));
+            match joined.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    let _ = task.await;
+                    return Err(error);
+                }
+                Err(_) => return Err(SurfaceError::NotJoined),
+            }
+            return Ok(DemoSurface {
+                inner,
+                leg: self.leg,
+                unregister_on_shutdown: false,
+                task: Some(task),
+            });
+        }
         if self.register {
             inner.register().await?;
         }
@@ -360,7 +525,10 @@ impl DemoSurfaceBuilder {
 }
 
 struct Inner {
+    /// The relay; on a channel, the auth bridge.
     client: Client,
+    /// The channel leg, when the page is on a channel.
+    channel: Option<ChannelLink>,
     session: String,
     token: String,
     behaviour: Behaviour,
@@ -427,7 +595,12 @@ impl Inner {
             .await
     }
 
+    /// Sends a frame to the agents: a whisper on a channel, else a POST to
+    /// `outbox`.
     async fn post_outbox(&self, frame: String) -> Result<(), SurfaceError> {
+        if let Some(channel) = &self.channel {
+            return channel.whisper(frame).await;
+        }
         let target = self.route("outbox", "");
         let (status, body) = self
             .client
@@ -440,7 +613,10 @@ impl Inner {
         }
     }
 
-    async fn handle(&self, frame: &str) {
+    /// Answers one frame from an agent, whatever leg it came on: records
+    /// it, lets the sheet answer, applies the rewrite. The reply to send,
+    /// if the frame was a request.
+    fn answer(&self, frame: &str) -> Option<Value> {
         let mut reply = lock(&self.sheet).handle_frame(&self.behaviour, frame);
         if let Some(rewrite) = &self.rewrite
             && let Some(r) = reply.take()
@@ -451,7 +627,12 @@ impl Inner {
             reply = Some((rewrite.0)(method, params, r));
         }
         self.changed.notify_waiters();
-        if let Some(reply) = reply
+        reply
+    }
+
+    /// One frame from the HTTP relay: answered, the reply posted.
+    async fn handle(&self, frame: &str) {
+        if let Some(reply) = self.answer(frame)
             && let Err(error) = self.post_outbox(reply.to_string()).await
         {
             tracing::debug!(%error, "posting a reply to outbox failed");
@@ -668,6 +849,7 @@ impl fmt::Debug for DemoSurface {
         f.debug_struct("DemoSurface")
             .field("session", &self.inner.session)
             .field("leg", &self.leg)
+            .field("channel", &self.channel_name())
             .field("revision", &self.revision())
             .field("ended", &self.ended())
             .finish_non_exhaustive()
@@ -705,7 +887,48 @@ impl DemoSurface {
             server_name: "human-plus-demo-sheet".to_owned(),
             protocol_versions: Vec::new(),
             rewrite: None,
+            channel: None,
+            extra_tools: 0,
         }
+    }
+
+    /// A builder for a page that joins a Pusher-protocol channel (what
+    /// Laravel Reverb serves) as seed 004's page does, instead of an HTTP
+    /// relay: `ws_url` is the WebSocket server (`ws(s)://host:port/app/KEY`),
+    /// `auth_url` the host app's auth bridge (`POST /broadcasting/auth`),
+    /// `token` the bearer the bridge knows (sent only to the bridge, as
+    /// `Authorization: Bearer`, never in a URL). The channel is
+    /// `private-agent.session.<session>` unless
+    /// [`DemoSurfaceBuilder::channel_name`] says otherwise.
+    ///
+    /// ```
+    /// use human_plus_relay::{AuthBridge, DemoSurface, PusherServer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = PusherServer::builder("app-key", "app-secret").start().await?;
+    /// let bridge = AuthBridge::builder("app-key", "app-secret")
+    ///     .grant("page-token-0123456789", "private-agent.session.S1")
+    ///     .start()
+    ///     .await?;
+    /// let page = DemoSurface::channel_builder(server.ws_url(), bridge.url(), "S1", "page-token-0123456789")
+    ///     .start()
+    ///     .await?;
+    /// assert_eq!(server.subscribers("private-agent.session.S1"), 1);
+    /// assert_eq!(page.channel_name(), Some("private-agent.session.S1"));
+    /// page.leave().await;
+    /// assert_eq!(page.ended().as_deref(), Some("left"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn channel_builder(
+        ws_url: impl Into<String>,
+        auth_url: impl Into<String>,
+        session: impl Into<String>,
+        token: impl Into<String>,
+    ) -> DemoSurfaceBuilder {
+        DemoSurface::builder(String::new(), session, token).channel(ws_url, auth_url)
     }
 
     /// The session id.
@@ -779,10 +1002,85 @@ impl DemoSurface {
     }
 
     /// Why the receive leg stopped for good (`session_gone` or
-    /// `invalid_token`), if it did.
+    /// `invalid_token`), if it did. A page on a channel: `left` after
+    /// [`DemoSurface::leave`], `closed` when the server closed it for good
+    /// (4000-4099), `refused` when it could not join again.
     #[must_use]
     pub fn ended(&self) -> Option<String> {
         lock(&self.inner.ended).clone()
+    }
+
+    /// The channel a page on a channel joined (`None` on the HTTP legs).
+    #[must_use]
+    pub fn channel_name(&self) -> Option<&str> {
+        self.inner.channel.as_ref().map(|c| c.channel.as_str())
+    }
+
+    /// Whether a page on a channel is subscribed now (false while it
+    /// reconnects, after it left, and on the HTTP legs).
+    #[must_use]
+    pub fn is_joined(&self) -> bool {
+        self.inner
+            .channel
+            .as_ref()
+            .is_some_and(|c| lock(&c.record).joined)
+    }
+
+    /// How many times a page on a channel subscribed: 1 after start, one
+    /// more each time it joined again after the server closed its
+    /// connection (0 on the HTTP legs).
+    #[must_use]
+    pub fn joins(&self) -> usize {
+        self.inner
+            .channel
+            .as_ref()
+            .map_or(0, |c| lock(&c.record).joins)
+    }
+
+    /// Why each of a page's channel connections ended, oldest first (a
+    /// server's close code, or the page's own end), not counting
+    /// [`DemoSurface::leave`].
+    #[must_use]
+    pub fn channel_closes(&self) -> Vec<human_plus_core::PusherClosed> {
+        self.inner
+            .channel
+            .as_ref()
+            .map(|c| lock(&c.record).closes.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every `pusher:error` the channel server sent the page, oldest first
+    /// (e.g. sockudo's 4301 for a reply over its payload cap).
+    #[must_use]
+    pub fn channel_errors(&self) -> Vec<human_plus_core::PusherServerError> {
+        self.inner
+            .channel
+            .as_ref()
+            .map(|c| lock(&c.record).errors.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many replies a page on a channel dropped for
+    /// [`DemoSurfaceBuilder::max_reply_bytes`].
+    #[must_use]
+    pub fn dropped_replies(&self) -> usize {
+        self.inner
+            .channel
+            .as_ref()
+            .map_or(0, |c| lock(&c.record).dropped_replies)
+    }
+
+    /// A page on a channel leaves, as a tab that is closed: it closes its
+    /// WebSocket cleanly (1000) and never connects again; agents on a
+    /// presence channel are told (`pusher_internal:member_removed`), on a
+    /// private channel nobody is. Returns once the socket is closed. The
+    /// records stay readable. (Dropping the surface instead plays a tab
+    /// that is killed: the socket goes without a close frame.) Nothing on
+    /// the HTTP legs: use [`DemoSurface::shutdown`].
+    pub async fn leave(&self) {
+        if let Some(channel) = &self.inner.channel {
+            channel.leave().await;
+        }
     }
 
     /// How many times the surface registered its session again, with the
@@ -893,13 +1191,15 @@ impl DemoSurface {
         }
     }
 
-    /// Stops the receive leg (and unregisters, if configured to).
+    /// Stops the receive leg (and unregisters, if configured to). A page on
+    /// a channel leaves first ([`DemoSurface::leave`]).
     pub async fn shutdown(mut self) {
+        self.leave().await;
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
         }
-        if self.unregister_on_shutdown {
+        if self.unregister_on_shutdown && self.inner.channel.is_none() {
             let target = self.inner.route("unregister", "");
             let _ = self
                 .inner

@@ -455,6 +455,10 @@ impl Sheet {
             "sheet_confirm_edit" => {
                 failed("No pending edit with that id: nothing was confirmed.".to_owned())
             }
+            extra if extra.starts_with("extra_tool_") => (
+                text_result(format!("{extra}: nothing to report."), None),
+                CallOutcome::Read,
+            ),
             other => failed(format!("Unknown tool: {other}")),
         }
     }
@@ -749,6 +753,20 @@ pub(crate) fn tool_definitions(behaviour: &Behaviour) -> Vec<Value> {
         "inputSchema": schema(json!({"pendingId": {"type": "string", "description": "The staged edit's id."}}), &["pendingId"]),
     }));
     tools
+}
+
+/// `count` generated read-only tools (`extra_tool_001`, …), each about
+/// 300 bytes as listed: what makes a listing as large as a real page's.
+pub(crate) fn extra_tool_definitions(count: usize) -> Vec<Value> {
+    (1..=count)
+        .map(|n| {
+            json!({
+                "name": format!("extra_tool_{n:03}"),
+                "description": format!("Extra tool {n}: reads a summary of one part of the page. It changes nothing; it exists so the listing is as large as a real page's."),
+                "inputSchema": schema(json!({"part": {"type": "string", "description": "Which part of the page to summarise."}}), &[]),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
