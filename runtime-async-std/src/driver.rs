@@ -232,6 +232,9 @@ pub(crate) async fn drive<T: OperationOutput>(
         if let Some(outcome) = op.poll_outcome() {
             // Dropping the set closes every request still open.
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+            if let Some(s) = socket.as_mut() {
+                s.flushed().await;
+            }
             if keep && socket.is_some() {
                 let kept = WarmStream {
                     fut: None,

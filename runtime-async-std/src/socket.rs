@@ -111,6 +111,21 @@ impl Socket {
         self.fut.is_some()
     }
 
+    /// Resolves once everything queued was written (or the connection
+    /// ended): what an operation that ends right after its last whisper
+    /// (a notification) waits for, since nothing polls a kept socket
+    /// between operations.
+    pub(crate) async fn flushed(&mut self) {
+        std::future::poll_fn(|cx| {
+            if !self.poll(cx) || lock(&self.shared).outbox.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+
     /// Whether the connection ended and every event was taken.
     pub(crate) fn is_over(&self) -> bool {
         self.fut.is_none() && lock(&self.shared).inbox.is_empty()
