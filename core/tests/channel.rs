@@ -19,6 +19,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use human_plus_core::*;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestRunner};
 use serde_json::{Value, json};
 use sim::{Answer, Sheet, entropy};
 
@@ -48,6 +50,15 @@ struct Channel {
     forge: bool,
     /// Before each reply, another agent's request and a reply to it.
     other_agent: bool,
+    /// The server drops the connection (with this close code) instead of
+    /// relaying the agent's next message, once.
+    drop_next: Option<Option<u16>>,
+    /// The page applies the next request and never answers it, once.
+    swallow_next: bool,
+    /// The page answers every request twice.
+    dup_replies: bool,
+    /// Every request id the page received, with how many times.
+    ids: std::collections::BTreeMap<String, usize>,
     socket_open: bool,
     socket_id: u32,
     to_client: VecDeque<SocketEvent>,
@@ -75,6 +86,10 @@ impl Channel {
             bridge_status: 200,
             forge: false,
             other_agent: false,
+            drop_next: None,
+            swallow_next: false,
+            dup_replies: false,
+            ids: std::collections::BTreeMap::new(),
             socket_open: false,
             socket_id: 0,
             to_client: VecDeque::new(),
@@ -141,7 +156,16 @@ impl Channel {
             }
             "pusher:ping" => self.text(&json!({"event":"pusher:pong","data":{}})),
             "client-mcp" => {
+                if let Some(code) = self.drop_next.take() {
+                    self.socket_open = false;
+                    self.to_client.clear();
+                    self.to_client.push_back(SocketEvent::Closed(code));
+                    return;
+                }
                 let data = v["data"].clone();
+                if let Some(id) = data.get("id") {
+                    *self.ids.entry(id.to_string()).or_default() += 1;
+                }
                 let method = data["method"].as_str().unwrap_or("").to_owned();
                 self.methods.push(method.clone());
                 let Some(id) = data.get("id").cloned() else {
@@ -172,7 +196,13 @@ impl Channel {
                     Answer::Error(e) => json!({"jsonrpc":"2.0","id":id,"error":e}),
                     _ => return,
                 };
+                if std::mem::take(&mut self.swallow_next) {
+                    return;
+                }
                 self.whisper_to_agent(&reply);
+                if self.dup_replies {
+                    self.whisper_to_agent(&reply);
+                }
             }
             other => panic!("unexpected client frame {other}"),
         }
@@ -680,4 +710,160 @@ fn cold_operations_open_and_close_their_own_socket() {
     }
     assert_eq!(ch.opens, 3);
     assert_eq!(ch.auths, 3);
+}
+
+/// One step of a conversation over a channel, with what goes wrong.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A write of `value` to A1, with the fault on the way.
+    Write(u8, Fault),
+    /// A read.
+    Read(Fault),
+    /// The person edits A1.
+    PersonEdits,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    None,
+    /// The server drops the connection at the agent's next message.
+    Drop(Option<u16>),
+    /// The page applies and never answers.
+    Swallow,
+    /// The page answers twice.
+    Duplicate,
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        4 => Just(Fault::None),
+        1 => prop_oneof![Just(None), Just(Some(1006)), Just(Some(1009)), Just(Some(4200)), Just(Some(1000))].prop_map(Fault::Drop),
+        1 => Just(Fault::Swallow),
+        1 => Just(Fault::Duplicate),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (any::<u8>(), fault()).prop_map(|(v, f)| Step::Write(v, f)),
+        1 => fault().prop_map(Step::Read),
+        1 => Just(Step::PersonEdits),
+    ]
+}
+
+/// Over a channel whose server drops connections, whose page swallows or
+/// repeats replies and whose person edits between calls: every request is
+/// whispered at most once (never twice), every write carries a pin, a
+/// write answered as applied was applied once, and one answered as not
+/// applied was not.
+#[test]
+fn over_a_failing_channel_never_twice_and_every_answer_true() {
+    let mut runner = TestRunner::new(Config {
+        cases: 256,
+        rng_seed: RngSeed::Fixed(40),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let counts = std::sync::Mutex::new([0usize; 4]);
+    let strategy = (any::<bool>(), proptest::collection::vec(step(), 1..24));
+    runner
+        .run(&strategy, |(warm, steps)| {
+            let mut ch = Channel::new(&private());
+            let (mut rec, owner, config) = setup(&private(), warm);
+            let config = config.transport(
+                TransportConfig::default()
+                    .warm(warm)
+                    .timeout(std::time::Duration::from_secs(2)),
+            );
+            let mut init = InitCache::new();
+            let op = Operation::tools(rec.clone(), &owner, &config, &init, entropy(1), ch.now)
+                .unwrap()
+                .learning_revision();
+            let (first, mut leg) = settle(ch.run(op), &mut rec, &mut init);
+            first.unwrap();
+            for (n, s) in steps.iter().enumerate() {
+                let seed = 10 + n as u64;
+                let (tool, args, f) = match s {
+                    Step::PersonEdits => {
+                        ch.sheet
+                            .borrow_mut()
+                            .person_edits("A1", &format!("person {n}"));
+                        continue;
+                    }
+                    Step::Write(v, f) => {
+                        ("sheet_write", write("A1", &format!("agent {v} {n}")), *f)
+                    }
+                    Step::Read(f) => ("sheet_read", json!({}), *f),
+                };
+                match f {
+                    Fault::None => {}
+                    Fault::Drop(code) => ch.drop_next = Some(code),
+                    Fault::Swallow => ch.swallow_next = true,
+                    Fault::Duplicate => ch.dup_replies = true,
+                }
+                let applied_before = ch.sheet.borrow().applied.len();
+                let mut op = Operation::call(
+                    rec.clone(),
+                    &owner,
+                    tool,
+                    args,
+                    &config,
+                    &init,
+                    entropy(seed),
+                    ch.now,
+                )
+                .unwrap();
+                if let Some(l) = leg.take() {
+                    let mut l = l;
+                    ch.drain_warm(&mut l);
+                    op = op.with_warm_leg(l);
+                }
+                let (result, kept) = settle(ch.run(op), &mut rec, &mut init);
+                leg = kept;
+                ch.dup_replies = false;
+                ch.drop_next = None;
+                ch.swallow_next = false;
+                let applied = ch.sheet.borrow().applied.len() - applied_before;
+                let mut c = counts.lock().unwrap();
+                match &result {
+                    Ok(_) if tool == "sheet_write" => {
+                        prop_assert_eq!(applied, 1, "answered applied: applied once");
+                        c[0] += 1;
+                    }
+                    Ok(_) => prop_assert_eq!(applied, 0),
+                    Err(e) if e.outcome_unknown() => {
+                        prop_assert!(applied <= 1, "{}", e);
+                        c[1] += 1;
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(applied, 0, "answered not applied, yet applied: {}", e);
+                        c[if e.code() == "surface_changed_under_you" {
+                            2
+                        } else {
+                            3
+                        }] += 1;
+                    }
+                }
+            }
+            for (id, n) in &ch.ids {
+                prop_assert_eq!(*n, 1, "request {} whispered {} times", id, n);
+            }
+            let pins = &ch.sheet.borrow().write_pins;
+            prop_assert!(
+                pins.iter().all(|(pin, _)| pin.is_some()),
+                "an unpinned write: {:?}",
+                pins
+            );
+            Ok(())
+        })
+        .unwrap();
+    let c = counts.into_inner().unwrap();
+    eprintln!(
+        "256 cases: {} writes applied and answered so, {} outcomes unknown, {} refused as stale, {} other errors (nothing applied)",
+        c[0], c[1], c[2], c[3]
+    );
+    assert!(
+        c.iter().all(|n| *n > 0),
+        "every branch was exercised: {c:?}"
+    );
 }

@@ -206,6 +206,7 @@ impl<'a> Relay<'a> {
             }
             Transmit::Request(req) => self.request(req),
             Transmit::Connect(n) => assert!(n <= 4, "asked for {n} connections ahead"),
+            Transmit::Socket(s) => panic!("an HTTP relay's operation asked for a socket: {s:?}"),
         }
     }
 
