@@ -176,6 +176,13 @@ pub enum Error {
     /// [`Unrecorded::cause`].
     #[error("{0}")]
     Unrecorded(Unrecorded),
+    /// Over a Reverb (Pusher-protocol) channel: what the channel could not
+    /// carry, or could not tell ([`ChannelError`]): a request over the
+    /// channel's message limit (refused here, never sent), a page that left
+    /// a presence channel, a reply that never came, the channel server
+    /// closing the connection. Its code is the [`ChannelError`]'s.
+    #[error("{0}")]
+    Channel(ChannelError),
 }
 
 impl Error {
@@ -215,6 +222,7 @@ impl Error {
             Error::Busy(_) => "attachment_busy",
             Error::ShutDown => "manager_shut_down",
             Error::Unrecorded(_) => "call_unrecorded",
+            Error::Channel(c) => c.code(),
         }
     }
 
@@ -224,7 +232,8 @@ impl Error {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            Error::SurfaceUnavailable | Error::AttachmentUnauthorized(Unauthorized::Relay)
+            Error::SurfaceUnavailable
+                | Error::AttachmentUnauthorized(Unauthorized::Relay | Unauthorized::Bridge { .. })
         )
     }
 
@@ -249,10 +258,11 @@ impl Error {
     /// ```
     #[must_use]
     pub fn outcome_unknown(&self) -> bool {
-        matches!(
-            self,
-            Error::DeliveryUnknown(_) | Error::CallTimeout(_) | Error::Unrecorded(_)
-        )
+        match self {
+            Error::DeliveryUnknown(_) | Error::CallTimeout(_) | Error::Unrecorded(_) => true,
+            Error::Channel(c) => c.call().is_some(),
+            _ => false,
+        }
     }
 
     /// True when the same call, made again unchanged, is safe and may
@@ -298,6 +308,7 @@ impl Error {
                     | TransportErrorKind::Timeout
             ),
             Error::Store(e) => e.kind() == StoreErrorKind::LockWait,
+            Error::Channel(c) => c.is_retryable(),
             _ => false,
         }
     }
@@ -724,7 +735,195 @@ pub enum Unauthorized {
         "The relay refused this attachment's token: the link's token is wrong, or the page's session no longer accepts it."
     )]
     Relay,
+    /// The host app's auth bridge refused this attachment's token for the
+    /// channel (HTTP 401 or 403): a Reverb invitation's counterpart of
+    /// [`Unauthorized::Relay`], as terminal.
+    #[error(
+        "The host app's auth bridge refused this attachment's token for the channel (HTTP {status}): the link's token is wrong, or the page's session no longer accepts it."
+    )]
+    Bridge {
+        /// The bridge's HTTP status.
+        status: u16,
+    },
+    /// The channel server refused the auth bridge's signature (`pusher:error`
+    /// 4009): the bridge signs with another app's secret, or for another
+    /// connection. Nothing was sent on the channel.
+    #[error(
+        "The channel server refused the auth bridge's signature for the channel (Pusher error 4009): the host app's bridge and its channel server do not agree (another app secret). Nothing was sent."
+    )]
+    Channel,
 }
+
+/// What a Reverb (Pusher-protocol) channel could not carry, or could not
+/// tell ([`Error::Channel`]).
+///
+/// A channel says nothing when the page leaves a private channel or when a
+/// reply is too large for the server to relay: the wait for such a reply
+/// ends at the exchange's deadline, in words that say what may have
+/// happened ([`ChannelError::Unanswered`]).
+///
+/// ```
+/// use human_plus_core::{ChannelError, DeliveryUnknown, Error};
+///
+/// let big = Error::Channel(ChannelError::TooLarge { size: 10_480, limit: 10_000, method: "tools/call".into() });
+/// assert_eq!(big.code(), "channel_limit");
+/// assert!(big.to_string().contains("limit of 10000 bytes"));
+/// assert!(!big.outcome_unknown());
+///
+/// let late = Error::Channel(ChannelError::Unanswered { call: Some(DeliveryUnknown::call("sheet_set_cell")), presence: false, refused: None });
+/// assert_eq!(late.code(), "call_timeout");
+/// assert!(late.outcome_unknown());
+/// assert!(late.to_string().contains("the page may have left"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChannelError {
+    /// The request would be a WebSocket message over the channel's limit
+    /// (`max_message_bytes`, Reverb's `max_message_size`): it was refused
+    /// here and never sent. Code `channel_limit`.
+    TooLarge {
+        /// The message's size, in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+        /// The JSON-RPC method of the request.
+        method: String,
+    },
+    /// No reply came before the exchange's deadline. Over a channel that
+    /// may mean the page left (a private channel never says) or its reply
+    /// was over the server's limit (the server drops it, and says so only
+    /// to the page). With `call`, the request acted on the surface and was
+    /// sent: code `call_timeout`, outcome unknown; otherwise `timeout`.
+    Unanswered {
+        /// The request that acted, when it was sent.
+        call: Option<DeliveryUnknown>,
+        /// Whether, on a presence channel, another member than this agent
+        /// was present when the wait ended (so the page was likely still
+        /// there).
+        presence: bool,
+        /// The last refusal the channel server sent this connection
+        /// (`pusher:error`), bounded.
+        refused: Option<String>,
+    },
+    /// Every other member of the presence channel left: the page is gone.
+    /// With `call`, a request that acted had been sent (outcome unknown).
+    /// Code `page_left`.
+    PageLeft {
+        /// The request that acted, when it was sent.
+        call: Option<DeliveryUnknown>,
+    },
+    /// The channel server ended the connection (or it dropped) before the
+    /// reply came. With `call`, a request that acted had been sent
+    /// (outcome unknown). Code `channel_closed`.
+    Closed {
+        /// What ended it, in words (the close code's meaning).
+        reason: String,
+        /// The request that acted, when it was sent.
+        call: Option<DeliveryUnknown>,
+    },
+    /// The auth bridge answered with no usable signature (not JSON, no
+    /// `auth`, signed for another app key). Code `channel_auth_invalid`.
+    AuthAnswer,
+}
+
+impl ChannelError {
+    /// The stable code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            ChannelError::TooLarge { .. } => "channel_limit",
+            ChannelError::Unanswered { call: Some(_), .. } => "call_timeout",
+            ChannelError::Unanswered { call: None, .. } => "timeout",
+            ChannelError::PageLeft { .. } => "page_left",
+            ChannelError::Closed { .. } => "channel_closed",
+            ChannelError::AuthAnswer => "channel_auth_invalid",
+        }
+    }
+
+    /// The request that acted and may have been applied, if any.
+    #[must_use]
+    pub fn call(&self) -> Option<&DeliveryUnknown> {
+        match self {
+            ChannelError::Unanswered { call, .. }
+            | ChannelError::PageLeft { call }
+            | ChannelError::Closed { call, .. } => call.as_ref(),
+            ChannelError::TooLarge { .. } | ChannelError::AuthAnswer => None,
+        }
+    }
+
+    /// Whether the same request may succeed again unchanged: a wait or a
+    /// connection that ended with nothing that acted in flight.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ChannelError::Unanswered { call, .. } | ChannelError::Closed { call, .. } => {
+                call.is_none()
+            }
+            ChannelError::TooLarge { .. }
+            | ChannelError::PageLeft { .. }
+            | ChannelError::AuthAnswer => false,
+        }
+    }
+}
+
+const CHANNEL_SILENT: &str = "Over a channel nobody says when the page leaves, nor when a reply is too large for the channel server to relay: the page may have left, or its reply (a long tool listing, a large result) may have been over the server's message limit.";
+const PRESENCE_SILENT: &str = "The page was still present on the channel, so its reply may have been too large for the channel server to relay (a long tool listing, a large result), or the page is not responding.";
+
+impl fmt::Display for ChannelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChannelError::TooLarge { size, limit, method } => write!(
+                f,
+                "The request [{}] would be a WebSocket message of {size} bytes, over the channel's limit of {limit} bytes per message: it was refused here and not sent. Send less at once.",
+                printable(method)
+            ),
+            ChannelError::Unanswered {
+                call,
+                presence,
+                refused,
+            } => {
+                match call {
+                    Some(d) => f.write_str(&d.unanswered())?,
+                    None => f.write_str(
+                        "The page's answer did not come back over the channel before the exchange timed out.",
+                    )?,
+                }
+                f.write_str(" ")?;
+                f.write_str(if *presence { PRESENCE_SILENT } else { CHANNEL_SILENT })?;
+                if let Some(r) = refused {
+                    write!(f, " The channel server refused a message of this connection: {r}")?;
+                }
+                Ok(())
+            }
+            ChannelError::PageLeft { call } => match call {
+                Some(d) => write!(
+                    f,
+                    "The page left the channel before the outcome of [{}] came back: it may have been applied, or not. It was not sent again. When the page is open again, re-read the surface before deciding whether to call it again.",
+                    printable(d.tool.as_deref().unwrap_or(&d.method))
+                ),
+                None => f.write_str(
+                    "The page left the channel: nobody is there to answer. Ask the person to open the page again.",
+                ),
+            },
+            ChannelError::Closed { reason, call } => {
+                write!(f, "The channel connection ended ({}).", printable(reason))?;
+                if let Some(d) = call {
+                    write!(
+                        f,
+                        " The request [{}] had been sent, so it may have been applied, or not. It was not sent again. Re-read the surface before deciding whether to call it again.",
+                        printable(d.tool.as_deref().unwrap_or(&d.method))
+                    )?;
+                }
+                Ok(())
+            }
+            ChannelError::AuthAnswer => f.write_str(
+                "The host app's auth bridge answered without a usable channel signature (no `auth`, or one for another app key).",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ChannelError {}
 
 /// Why local trust refused a tool (or a result).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -18,11 +18,13 @@ use std::time::Instant;
 
 use async_io::Timer;
 use human_plus_core::{
-    HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, WarmLeg,
+    HttpEvent, Operation, OperationOutput, Outcome, RequestId, SocketEvent, SocketTransmit,
+    Transmit, WarmLeg,
 };
 
 use human_plus_runtime::KeptStream;
 
+use crate::socket::Socket;
 use crate::transport::{self, Context, EventQueue, RequestFuture};
 
 /// The most polls of a warm stream's future when an operation starts.
@@ -43,6 +45,7 @@ impl std::task::Wake for Woken {
 
 enum Input {
     Event(RequestId, HttpEvent),
+    Socket(SocketEvent),
     Timeout,
 }
 
@@ -63,6 +66,8 @@ pub struct WarmStream {
     queue: EventQueue,
     /// When the last operation handed it back.
     kept_at: Instant,
+    /// A Reverb channel's socket (then `fut` is `None`).
+    socket: Option<Socket>,
 }
 
 impl std::fmt::Debug for WarmStream {
@@ -75,6 +80,26 @@ impl KeptStream for WarmStream {
     /// Reads whatever the stream already delivered, without waiting, and
     /// feeds it to `leg`; a finished stream is the stream's end.
     fn drain_into(&mut self, leg: &mut WarmLeg) {
+        if let Some(socket) = self.socket.as_mut() {
+            // Poll the socket while it makes progress (bounded), then feed
+            // what it read, each at the time it was read.
+            let woken = Arc::new(Woken(AtomicBool::new(false)));
+            let waker = std::task::Waker::from(Arc::clone(&woken));
+            let mut cx = std::task::Context::from_waker(&waker);
+            for _ in 0..DRAIN_POLLS {
+                woken.0.store(false, Ordering::SeqCst);
+                if !socket.poll(&mut cx) || !woken.0.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            while let Some((event, at)) = socket.pop() {
+                leg.handle_socket(event, at);
+            }
+            if socket.is_over() {
+                leg.handle_socket(SocketEvent::Closed(None), Instant::now());
+            }
+            return;
+        }
         if !self.queue.written() {
             // The parked poll could not be written when the last operation
             // ended (it needed a new connection): only now does it go out,
@@ -133,6 +158,11 @@ pub(crate) async fn drive<T: OperationOutput>(
     mut warm: Option<WarmStream>,
 ) -> Result<(Outcome<T>, Option<WarmStream>), human_plus_core::Error> {
     let endpoint = Arc::new(op.endpoint().clone());
+    let socket_endpoint = op.socket_endpoint().cloned();
+    let mut socket = warm.as_mut().and_then(|w| w.socket.take());
+    if socket.is_some() {
+        warm = None;
+    }
     let queue = EventQueue::default();
     let mut inflight: Vec<(RequestId, RequestFuture)> = Vec::new();
     // Connections being opened ahead, polled beside the requests.
@@ -148,6 +178,7 @@ pub(crate) async fn drive<T: OperationOutput>(
                         fut: Some(fut),
                         queue: wq,
                         kept_at: Instant::now(),
+                        socket: None,
                     });
                 }
                 Transmit::Cancel(RequestId::WARM) => {
@@ -181,11 +212,38 @@ pub(crate) async fn drive<T: OperationOutput>(
                     }
                     queue.forget(id);
                 }
+                Transmit::Socket(SocketTransmit::Open { url, deadline }) => {
+                    if let Some(ep) = socket_endpoint.clone() {
+                        socket = Some(Socket::open(Arc::clone(ctx), ep, url, deadline));
+                    }
+                }
+                Transmit::Socket(SocketTransmit::Text(text)) => {
+                    if let Some(s) = socket.as_ref() {
+                        s.send(text);
+                    }
+                }
+                Transmit::Socket(SocketTransmit::Close) => {
+                    if let Some(s) = socket.take() {
+                        s.close();
+                    }
+                }
             }
         }
         if let Some(outcome) = op.poll_outcome() {
             // Dropping the set closes every request still open.
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+            if let Some(s) = socket.as_mut() {
+                s.flushed().await;
+            }
+            if keep && socket.is_some() {
+                let kept = WarmStream {
+                    fut: None,
+                    queue: EventQueue::default(),
+                    kept_at: Instant::now(),
+                    socket,
+                };
+                return Ok((outcome, Some(kept)));
+            }
             let kept = warm.filter(|_| keep).map(|mut w| {
                 // Sends a poll just parked, on a kept connection, before the
                 // caller gets the outcome (its events wait in the queue for
@@ -201,11 +259,18 @@ pub(crate) async fn drive<T: OperationOutput>(
             &mut ahead,
             &queue,
             &mut warm,
+            &mut socket,
             op.poll_timeout(),
         )
         .await
         {
             Input::Event(id, event) => op.handle_event(id, event, Instant::now()),
+            Input::Socket(event) => {
+                if matches!(event, SocketEvent::Closed(_) | SocketEvent::Failed(_)) {
+                    socket = None;
+                }
+                op.handle_socket(event, Instant::now());
+            }
             Input::Timeout => op.handle_timeout(Instant::now()),
         }
     }
@@ -219,6 +284,7 @@ async fn next_input(
     ahead: &mut Vec<RequestFuture>,
     queue: &EventQueue,
     warm: &mut Option<WarmStream>,
+    socket: &mut Option<Socket>,
     deadline: Option<Instant>,
 ) -> Input {
     let mut timer = deadline.map(Timer::at);
@@ -233,7 +299,17 @@ async fn next_input(
         if let Some(event) = warm.as_ref().and_then(|w| w.queue.pop()) {
             return Poll::Ready(Input::Event(event.0, event.1));
         }
+        if let Some((event, _)) = socket.as_ref().and_then(Socket::pop) {
+            return Poll::Ready(Input::Socket(event));
+        }
         inflight.retain_mut(|(_, fut)| fut.as_mut().poll(cx).is_pending());
+        if let Some(s) = socket.as_mut()
+            && !s.poll(cx)
+            && s.is_over()
+        {
+            // Ended without a last word.
+            return Poll::Ready(Input::Socket(SocketEvent::Closed(None)));
+        }
         ahead.retain_mut(|fut| fut.as_mut().poll(cx).is_pending());
         if let Some(w) = warm.as_mut()
             && let Some(fut) = w.fut.as_mut()
@@ -249,6 +325,9 @@ async fn next_input(
         }
         if let Some(event) = warm.as_ref().and_then(|w| w.queue.pop()) {
             return Poll::Ready(Input::Event(event.0, event.1));
+        }
+        if let Some((event, _)) = socket.as_ref().and_then(Socket::pop) {
+            return Poll::Ready(Input::Socket(event));
         }
         if let Some(timer) = timer.as_mut()
             && Pin::new(timer).poll(cx).is_ready()

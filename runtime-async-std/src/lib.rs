@@ -257,6 +257,7 @@
 )]
 
 mod driver;
+mod socket;
 mod transport;
 
 use std::sync::Arc;

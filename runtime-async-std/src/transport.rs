@@ -201,9 +201,25 @@ async fn perform(
     exchange(ctx, connection, created, on_kept, key, endpoint, req, queue).await
 }
 
+/// Any byte stream a connection can run over.
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
+
 /// A new HTTP/1.1 connection to a vetted address of the relay: TCP
 /// (through the egress proxy's tunnel when configured), TLS, handshake.
 async fn open(ctx: &Context, endpoint: &RelayEndpoint) -> Result<Connection, Error> {
+    Connection::handshake(open_stream(ctx, endpoint).await?).await
+}
+
+/// A byte stream to a vetted address of `endpoint`: TCP (through the egress
+/// proxy's tunnel when configured), then TLS when the endpoint uses it,
+/// each bounded by the connect timeout (what an HTTP connection and a
+/// channel's WebSocket both run over).
+pub(crate) async fn open_stream(
+    ctx: &Context,
+    endpoint: &RelayEndpoint,
+) -> Result<Box<dyn Stream>, Error> {
     let connect_deadline = Instant::now() + ctx.net.connect_timeout;
     let connecting = connect(ctx, endpoint);
     let timed_out = async move {
@@ -226,12 +242,11 @@ async fn open(ctx: &Context, endpoint: &RelayEndpoint) -> Result<Connection, Err
                 "the TLS handshake with the relay did not finish within the connect timeout",
             ))
         };
-        let stream = future::or(tls, timed_out).await?;
-        Connection::handshake(stream).await
+        Ok(Box::new(future::or(tls, timed_out).await?))
     } else {
         // Plain HTTP: only the loopback development mode, which the core
         // already gated when it built the endpoint.
-        Connection::handshake(tcp).await
+        Ok(Box::new(tcp))
     }
 }
 

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{
     ConnectionKey, ConnectionPool, Error, HttpEvent, HttpMethod, HttpRequest, Leg, Operation,
-    OperationOutput, Outcome, RelayEndpoint, RequestId, Transmit, TransportError,
-    TransportErrorKind, WarmLeg,
+    OperationOutput, Outcome, RelayEndpoint, RequestId, SocketEvent, SocketTransmit, Transmit,
+    TransportError, TransportErrorKind, WarmLeg,
 };
 use human_plus_runtime::{BodyReport, KeptStream, NetSettings};
 use ureq::Agent;
@@ -23,6 +23,7 @@ use crate::current::{self, Current};
 use crate::failure::FailureSlot;
 use crate::pool::Pool;
 use crate::resolve::{Resolve, VettingResolver};
+use crate::socket::{self, SocketCtl};
 use crate::transport::RelayConnector;
 
 /// How many events may wait in the channel before a reader blocks: with
@@ -57,26 +58,35 @@ pub(crate) struct Net {
 /// (a channel a warm stream carries from one operation to the next may
 /// still hold a late event of a cancelled request of the last one, under an
 /// id the next one reuses), the event, and when its thread saw it.
-type Event = (RequestId, u64, HttpEvent, Instant);
+pub(crate) enum Event {
+    /// An event of an HTTP request.
+    Http(RequestId, u64, HttpEvent, Instant),
+    /// An event of a channel's socket (its serial).
+    Socket(u64, SocketEvent, Instant),
+}
 
 /// Serials of requests, unique in the process.
 static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A warm attachment's stream between operations (request
-/// [`RequestId::WARM`]: the SSE stream, or a poll parked on the relay): its
-/// request thread keeps reading, into the channel the next operation's
-/// driver takes over. Dropping it stops the request.
+/// [`RequestId::WARM`]: the SSE stream, or a poll parked on the relay; or a
+/// Reverb channel's WebSocket): its thread keeps reading, into the channel
+/// the next operation's driver takes over. Dropping it stops the request
+/// (closes the socket).
 pub struct WarmStream {
     tx: SyncSender<Event>,
     rx: Receiver<Event>,
     /// The warm request's cancel switch and serial.
     ctl: Option<(Arc<RequestCtl>, u64)>,
+    /// The channel's socket.
+    socket: Option<SocketCtl>,
 }
 
 impl std::fmt::Debug for WarmStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WarmStream")
             .field("reading", &self.ctl.is_some())
+            .field("channel", &self.socket.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -94,9 +104,19 @@ impl KeptStream for WarmStream {
     /// it, so a leg that went silent is seen as silent.
     fn drain_into(&mut self, leg: &mut WarmLeg) {
         let serial = self.ctl.as_ref().map(|c| c.1);
-        while let Ok((id, from, event, at)) = self.rx.try_recv() {
-            if id == RequestId::WARM && Some(from) == serial {
-                leg.handle_event(event, at);
+        let socket = self.socket.as_ref().map(|s| s.serial);
+        while let Ok(event) = self.rx.try_recv() {
+            match event {
+                Event::Http(id, from, event, at) => {
+                    if id == RequestId::WARM && Some(from) == serial {
+                        leg.handle_event(event, at);
+                    }
+                }
+                Event::Socket(from, event, at) => {
+                    if Some(from) == socket {
+                        leg.handle_socket(event, at);
+                    }
+                }
             }
         }
     }
@@ -112,11 +132,12 @@ pub(crate) fn drive<T: OperationOutput>(
     warm: Option<WarmStream>,
 ) -> (Outcome<T>, Option<WarmStream>) {
     let endpoint = Arc::new(op.endpoint().clone());
-    let (tx, rx, mut warm_ctl) = match warm {
-        Some(mut w) => (w.tx.clone(), take_rx(&mut w), w.ctl.take()),
+    let socket_endpoint = op.socket_endpoint().cloned().map(Arc::new);
+    let (tx, rx, mut warm_ctl, mut socket) = match warm {
+        Some(mut w) => (w.tx.clone(), take_rx(&mut w), w.ctl.take(), w.socket.take()),
         None => {
             let (tx, rx) = mpsc::sync_channel::<Event>(CHANNEL_DEPTH);
-            (tx, rx, None)
+            (tx, rx, None, None)
         }
     };
     let mut live: HashMap<RequestId, (Arc<RequestCtl>, u64)> = HashMap::new();
@@ -164,6 +185,32 @@ pub(crate) fn drive<T: OperationOutput>(
                     // ureq keeps the connection; nobody listens any more.
                     live.remove(&id);
                 }
+                Transmit::Socket(SocketTransmit::Open { url, deadline }) => {
+                    let Some(ep) = socket_endpoint.clone() else {
+                        continue;
+                    };
+                    let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    match socket::open(net, ep, url, deadline, serial, tx.clone()) {
+                        Ok(ctl) => socket = Some(ctl),
+                        Err(e) => op.handle_socket(
+                            SocketEvent::Failed(Error::Transport(TransportError::new(
+                                TransportErrorKind::Io,
+                                format!("could not start a socket thread: {e}"),
+                            ))),
+                            Instant::now(),
+                        ),
+                    }
+                }
+                Transmit::Socket(SocketTransmit::Text(text)) => {
+                    if let Some(s) = socket.as_ref() {
+                        s.send(text);
+                    }
+                }
+                Transmit::Socket(SocketTransmit::Close) => {
+                    if let Some(s) = socket.take() {
+                        s.close();
+                    }
+                }
             }
         }
         if let Some(outcome) = op.poll_outcome() {
@@ -171,11 +218,23 @@ pub(crate) fn drive<T: OperationOutput>(
                 ctl.cancel();
             }
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
+            if keep && socket.is_some() {
+                return (
+                    outcome,
+                    Some(WarmStream {
+                        tx,
+                        rx,
+                        ctl: None,
+                        socket,
+                    }),
+                );
+            }
             let stream = match warm_ctl {
                 Some(ctl) if keep => Some(WarmStream {
                     tx,
                     rx,
                     ctl: Some(ctl),
+                    socket: None,
                 }),
                 Some((ctl, _)) => {
                     ctl.cancel();
@@ -195,7 +254,15 @@ pub(crate) fn drive<T: OperationOutput>(
             None => IDLE_WAIT,
         };
         match rx.recv_timeout(wait) {
-            Ok((id, from, event, _)) => {
+            Ok(Event::Socket(from, event, _)) => {
+                if socket.as_ref().is_some_and(|s| s.serial == from) {
+                    if matches!(event, SocketEvent::Closed(_) | SocketEvent::Failed(_)) {
+                        socket = None;
+                    }
+                    op.handle_socket(event, Instant::now());
+                }
+            }
+            Ok(Event::Http(id, from, event, _)) => {
                 let current = if id == RequestId::WARM {
                     warm_ctl.as_ref().map(|c| c.1)
                 } else {
@@ -270,7 +337,10 @@ fn perform(
     tx: &SyncSender<Event>,
 ) {
     let id = req.id;
-    let send = |event: HttpEvent| tx.send((id, serial, event, Instant::now())).is_ok();
+    let send = |event: HttpEvent| {
+        tx.send(Event::Http(id, serial, event, Instant::now()))
+            .is_ok()
+    };
     match exchange(net, endpoint, req, ctl, &send) {
         Ok(()) => {
             tracing::debug!(request = %id, "relay response ended");
@@ -350,6 +420,11 @@ impl Net {
                     .ahead_done(&key);
             }
         }
+    }
+
+    /// The connector of `endpoint`'s key (what opens its connections).
+    pub(crate) fn connector(&self, endpoint: &Arc<RelayEndpoint>) -> Result<RelayConnector, Error> {
+        self.agent_and_connector(endpoint).map(|(_, c)| c)
     }
 
     /// The agent (and pool of kept connections) of `endpoint`'s key.

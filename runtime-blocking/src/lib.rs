@@ -331,6 +331,7 @@ mod driver;
 mod failure;
 mod pool;
 mod resolve;
+mod socket;
 mod transport;
 
 use std::sync::Arc;

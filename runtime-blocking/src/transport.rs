@@ -177,7 +177,7 @@ impl RelayConnector {
         Ok(())
     }
 
-    fn open(&self, vetted: &[SocketAddr], deadline: Instant) -> Result<Io, Error> {
+    pub(crate) fn open(&self, vetted: &[SocketAddr], deadline: Instant) -> Result<Io, Error> {
         if vetted.is_empty() {
             return Err(transport(
                 TransportErrorKind::Connect,
@@ -389,6 +389,16 @@ pub(crate) enum Io {
 }
 
 impl Io {
+    /// Bounds each read (`None`: block).
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.socket().set_read_timeout(timeout)
+    }
+
+    /// Bounds each write (`None`: block).
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.socket().set_write_timeout(timeout)
+    }
+
     fn socket(&self) -> &TcpStream {
         match self {
             Io::Plain(s) => s,

@@ -60,7 +60,7 @@ pub(crate) fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> E
 }
 
 /// Any byte stream a connection can run over.
-trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
@@ -170,16 +170,7 @@ impl Connector {
     /// connection attempt, the proxy's CONNECT answer, the TLS handshake.
     /// The caller bounds the whole by the request's deadline.
     pub(crate) async fn open(&self, endpoint: &RelayEndpoint) -> Result<Connection, Error> {
-        let vetted = self.vetted_addresses(endpoint).await?;
-        let tcp = match endpoint.proxy() {
-            Some(proxy) => self.tunnel(proxy, &vetted, endpoint).await?,
-            None => Rewind::new(self.dial(&vetted, endpoint.port()).await?, Vec::new()),
-        };
-        let stream: Box<dyn Stream> = if endpoint.uses_tls() {
-            Box::new(self.tls(tcp, endpoint).await?)
-        } else {
-            Box::new(tcp)
-        };
+        let stream = self.open_stream(endpoint).await?;
         let mut builder = http1::Builder::new();
         if self.large_heads.load(Ordering::Relaxed) {
             builder.max_buf_size(RELAY_HEAD_MAX);
@@ -198,6 +189,25 @@ impl Connector {
         Ok(Connection {
             sender,
             _driver: AbortOnDrop(driver.abort_handle()),
+        })
+    }
+
+    /// Opens a byte stream to `endpoint`: its vetted addresses only,
+    /// through its egress proxy when it has one, TLS when it uses TLS
+    /// (what an HTTP connection and a channel's WebSocket both run over).
+    pub(crate) async fn open_stream(
+        &self,
+        endpoint: &RelayEndpoint,
+    ) -> Result<Box<dyn Stream>, Error> {
+        let vetted = self.vetted_addresses(endpoint).await?;
+        let tcp = match endpoint.proxy() {
+            Some(proxy) => self.tunnel(proxy, &vetted, endpoint).await?,
+            None => Rewind::new(self.dial(&vetted, endpoint.port()).await?, Vec::new()),
+        };
+        Ok(if endpoint.uses_tls() {
+            Box::new(self.tls(tcp, endpoint).await?)
+        } else {
+            Box::new(tcp)
         })
     }
 

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use human_plus_core::{
-    Error, HttpEvent, Operation, OperationOutput, Outcome, RequestId, Transmit, TransportErrorKind,
-    WarmLeg,
+    Error, HttpEvent, Operation, OperationOutput, Outcome, RequestId, SocketEvent, SocketTransmit,
+    Transmit, TransportErrorKind, WarmLeg,
 };
 use human_plus_runtime::KeptStream;
 use tokio::sync::mpsc;
@@ -23,6 +23,7 @@ use tracing::Instrument;
 use crate::clock::now;
 use crate::connect::{Connector, transport};
 use crate::perform::{Event, perform};
+use crate::socket::Socket;
 
 /// How many request events may queue before a request task waits for the
 /// driver (back-pressure on a fast stream).
@@ -64,23 +65,39 @@ impl Drop for InFlight {
     }
 }
 
-/// A warm attachment's open stream (request [`RequestId::WARM`]) between
-/// operations: its task keeps reading, into its own channel. Dropping it
-/// closes the stream.
+/// A warm attachment's open stream between operations: the relay's
+/// (request [`RequestId::WARM`]: its task keeps reading, into its own
+/// channel), or a Reverb channel's WebSocket. Dropping it closes it.
 pub struct WarmStream {
-    task: JoinHandle<()>,
-    rx: mpsc::Receiver<Event>,
+    kept: Kept,
+}
+
+enum Kept {
+    Relay {
+        task: Aborting,
+        rx: mpsc::Receiver<Event>,
+    },
+    Channel(Socket),
+}
+
+/// A task aborted when dropped.
+struct Aborting(JoinHandle<()>);
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl std::fmt::Debug for WarmStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WarmStream").finish_non_exhaustive()
-    }
-}
-
-impl Drop for WarmStream {
-    fn drop(&mut self) {
-        self.task.abort();
+        let kind = match self.kept {
+            Kept::Relay { .. } => "relay",
+            Kept::Channel(_) => "channel",
+        };
+        f.debug_struct("WarmStream")
+            .field("kind", &kind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -90,12 +107,24 @@ impl KeptStream for WarmStream {
     fn drain_into(&mut self, leg: &mut WarmLeg) {
         // Each event at the time its reader received it, so a leg that
         // went silent is seen as silent.
-        while let Ok(boxed) = self.rx.try_recv() {
-            let (_, event, at) = *boxed;
-            leg.handle_event(event, at);
-        }
-        if self.task.is_finished() {
-            leg.handle_event(HttpEvent::End, now());
+        match &mut self.kept {
+            Kept::Relay { task, rx } => {
+                while let Ok(boxed) = rx.try_recv() {
+                    let (_, event, at) = *boxed;
+                    leg.handle_event(event, at);
+                }
+                if task.0.is_finished() {
+                    leg.handle_event(HttpEvent::End, now());
+                }
+            }
+            Kept::Channel(socket) => {
+                while let Ok((event, at)) = socket.events.try_recv() {
+                    leg.handle_socket(event, at);
+                }
+                if socket.is_finished() && socket.events.is_empty() {
+                    leg.handle_socket(SocketEvent::Closed(None), now());
+                }
+            }
         }
     }
 }
@@ -112,11 +141,20 @@ impl KeptStream for WarmStream {
 pub(crate) async fn drive<T: OperationOutput>(
     mut op: Box<Operation<T>>,
     connector: &Arc<Connector>,
-    mut warm: Option<WarmStream>,
+    warm: Option<WarmStream>,
 ) -> Result<(Outcome<T>, Option<WarmStream>), Error> {
     let endpoint = Arc::new(op.endpoint().clone());
+    let socket_endpoint = op.socket_endpoint().cloned();
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let mut inflight = InFlight::new();
+    // The relay's kept stream, or the channel's socket.
+    let mut relay: Option<(Aborting, mpsc::Receiver<Event>)> = None;
+    let mut socket: Option<Socket> = None;
+    match warm.map(|w| w.kept) {
+        Some(Kept::Relay { task, rx }) => relay = Some((task, rx)),
+        Some(Kept::Channel(s)) => socket = Some(s),
+        None => {}
+    }
     loop {
         while let Some(transmit) = op.poll_transmit() {
             match transmit {
@@ -124,14 +162,11 @@ pub(crate) async fn drive<T: OperationOutput>(
                     let (wtx, wrx) = mpsc::channel(WARM_QUEUE);
                     let task = perform(Arc::clone(connector), Arc::clone(&endpoint), req, wtx)
                         .instrument(tracing::Span::current());
-                    warm = Some(WarmStream {
-                        task: tokio::spawn(task),
-                        rx: wrx,
-                    });
+                    relay = Some((Aborting(tokio::spawn(task)), wrx));
                 }
                 Transmit::Cancel(RequestId::WARM) => {
                     tracing::debug!("warm relay stream closed");
-                    warm = None;
+                    relay = None;
                 }
                 Transmit::Request(req) => {
                     let id = req.id;
@@ -157,15 +192,48 @@ pub(crate) async fn drive<T: OperationOutput>(
                     inflight.handles.remove(&id);
                 }
                 Transmit::Connect(wanted) => connector.open_ahead(&endpoint, wanted),
+                Transmit::Socket(SocketTransmit::Open { url, deadline }) => {
+                    if let Some(ep) = socket_endpoint.clone() {
+                        tracing::debug!("channel socket opening");
+                        socket = Some(Socket::open(Arc::clone(connector), ep, url, deadline));
+                    }
+                }
+                Transmit::Socket(SocketTransmit::Text(text)) => {
+                    if let Some(s) = socket.as_ref() {
+                        s.send(text);
+                    }
+                }
+                Transmit::Socket(SocketTransmit::Close) => {
+                    if let Some(s) = socket.take() {
+                        tracing::debug!("channel socket closed");
+                        s.close();
+                    }
+                }
             }
         }
         if let Some(outcome) = op.poll_outcome() {
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
-            return Ok((outcome, if keep { warm } else { None }));
+            let kept = if !keep {
+                None
+            } else if let Some(s) = socket.take() {
+                Some(WarmStream {
+                    kept: Kept::Channel(s),
+                })
+            } else {
+                relay.take().map(|(task, rx)| WarmStream {
+                    kept: Kept::Relay { task, rx },
+                })
+            };
+            return Ok((outcome, kept));
         }
         inflight.reap();
         let wake = op.poll_timeout();
-        if wake.is_none() && inflight.is_idle() && rx.is_empty() && warm.is_none() {
+        if wake.is_none()
+            && inflight.is_idle()
+            && rx.is_empty()
+            && relay.is_none()
+            && socket.is_none()
+        {
             return Err(transport(
                 TransportErrorKind::Io,
                 "the operation stalled: no request in flight and nothing to wait for",
@@ -180,8 +248,8 @@ pub(crate) async fn drive<T: OperationOutput>(
                 }
             }
             event = async {
-                match warm.as_mut() {
-                    Some(w) => w.rx.recv().await,
+                match relay.as_mut() {
+                    Some((_, w)) => w.recv().await,
                     None => std::future::pending().await,
                 }
             } => {
@@ -189,8 +257,22 @@ pub(crate) async fn drive<T: OperationOutput>(
                     Some((id, event, _)) => op.handle_event(id, event, now()),
                     // The stream's task ended without a last word.
                     None => {
-                        warm = None;
+                        relay = None;
                         op.handle_event(RequestId::WARM, HttpEvent::End, now());
+                    }
+                }
+            }
+            event = async {
+                match socket.as_mut() {
+                    Some(s) => s.events.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                match event {
+                    Some((event, _)) => op.handle_socket(event, now()),
+                    None => {
+                        socket = None;
+                        op.handle_socket(SocketEvent::Closed(None), now());
                     }
                 }
             }

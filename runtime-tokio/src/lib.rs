@@ -291,6 +291,7 @@ mod clock;
 mod connect;
 mod driver;
 mod perform;
+mod socket;
 
 use std::future::Future;
 use std::sync::Arc;

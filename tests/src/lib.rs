@@ -11,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod channel;
 pub mod hostile;
 pub mod kept;
 #[cfg(feature = "redis")]

@@ -758,6 +758,16 @@ pub struct RelayUrl {
 pub const TOKEN_MARKER: &str = "HUMAN-PLUS-TOKEN-MARKER";
 
 impl RelayUrl {
+    /// A URL that holds no token (a Reverb invitation's auth bridge: the
+    /// token goes in the `authorization` header only).
+    pub(crate) fn plain(url: &str) -> RelayUrl {
+        RelayUrl {
+            full: url.to_owned(),
+            query_start: url.find('?').unwrap_or(url.len()),
+            token_span: None,
+        }
+    }
+
     /// The full URL, token included in query-auth mode: only for the one
     /// place that sends the request.
     #[must_use]

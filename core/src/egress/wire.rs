@@ -197,6 +197,47 @@ pub enum Transmit {
     /// says how many to open. Only an optimisation: a runtime may ignore
     /// it.
     Connect(usize),
+    /// Over a Reverb channel: open, write to or close the channel's
+    /// WebSocket (an invitation to an HTTP relay never asks). Report what
+    /// the socket does with [`Operation::handle_socket`](crate::Operation::handle_socket).
+    Socket(SocketTransmit),
+}
+
+/// What the core wants done with a channel's WebSocket (one per operation,
+/// or one kept between operations in warm mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketTransmit {
+    /// Open the WebSocket: resolve [`Operation::socket_endpoint`](crate::Operation::socket_endpoint)'s
+    /// host, connect only to addresses its `vet_resolved` keeps (through
+    /// its egress proxy's CONNECT when it has one), TLS for `wss`, then the
+    /// WebSocket handshake on `url`. Report [`SocketEvent::Opened`], or
+    /// [`SocketEvent::Failed`] when it could not be opened (nothing was
+    /// sent on it). The URL carries no secret.
+    Open {
+        /// `ws(s)://host:port/app/KEY?protocol=7&client=…&version=…`.
+        url: String,
+        /// The instant by which it must be open, or reported failed.
+        deadline: std::time::Instant,
+    },
+    /// Write one text message.
+    Text(String),
+    /// Close the socket (code 1000), and report nothing more of it.
+    Close,
+}
+
+/// What a channel's WebSocket did, for [`Operation::handle_socket`](crate::Operation::handle_socket).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketEvent {
+    /// The WebSocket handshake completed.
+    Opened,
+    /// A text message arrived.
+    Text(String),
+    /// The socket closed: the close frame's code, or `None` when it
+    /// dropped without one.
+    Closed(Option<u16>),
+    /// It could not be opened (resolution, vetting, connect, proxy, TLS, the
+    /// handshake): nothing was sent on it.
+    Failed(crate::error::Error),
 }
 
 /// How replies come back from the relay.

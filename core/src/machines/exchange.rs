@@ -24,7 +24,8 @@ use serde_json::Value;
 use crate::admission::discovery::Discovery;
 use crate::egress::endpoint::{RelayEndpoint, RelayUrl};
 use crate::egress::wire::{
-    HttpEvent, HttpMethod, HttpRequest, Leg, ReceiveLeg, RequestId, Transmit, TransportConfig,
+    HttpEvent, HttpMethod, HttpRequest, Leg, ReceiveLeg, RequestId, SocketEvent, Transmit,
+    TransportConfig,
 };
 use crate::error::{DeliveryUnknown, Error, ProtocolError, Unauthorized};
 use crate::formats::jsonrpc::{
@@ -32,6 +33,7 @@ use crate::formats::jsonrpc::{
 };
 use crate::formats::poll::{parse_broker_poll, parse_fancy_poll};
 use crate::formats::sse::SseDecoder;
+use crate::pusher::leg::ChannelLeg;
 
 /// How many bytes of an error body are kept to classify it.
 const ERROR_BODY_BYTES: usize = 4096;
@@ -70,6 +72,9 @@ pub(crate) struct Io {
     /// The operation's own deadline, when it has one: no exchange waits
     /// past it (`Operation::with_deadline`).
     pub(crate) cap: Option<Instant>,
+    /// Over a Reverb channel: what carries the leg and the POSTs (the
+    /// requests in `transmits` are handed to it, never to the runtime).
+    pub(crate) channel: Option<Box<ChannelLeg>>,
 }
 
 impl Io {
@@ -83,6 +88,27 @@ impl Io {
             epochs: 0,
             connect_ahead: 0,
             cap: None,
+            channel: None,
+        }
+    }
+
+    /// Carries this operation over a Reverb channel: the receive leg is the
+    /// channel (an SSE-like stream of its whispers), whatever leg the
+    /// configuration names.
+    pub(crate) fn over_channel(&mut self, channel: ChannelLeg) {
+        self.config.leg = ReceiveLeg::Sse;
+        self.connect_ahead = 0;
+        self.channel = Some(Box::new(channel));
+    }
+
+    /// An error in the words of the endpoint that carried it: a 404 under a
+    /// relay path the link did not name; over a channel, what a channel
+    /// cannot tell.
+    pub(crate) fn explain(&self, error: Error) -> Error {
+        let error = self.endpoint.explain(error);
+        match &self.channel {
+            Some(c) => c.explain(error),
+            None => error,
         }
     }
 
@@ -300,7 +326,13 @@ impl Io {
     /// and subscribes one if there is none. A leg the relay closed for good
     /// (410/401) is that error.
     fn ready_leg(&mut self, now: Instant, deadline: Instant) -> Result<(), Error> {
-        let silence = self.config.leg_silence;
+        // A channel proves itself alive with its own pings (the server's
+        // activity timeout); its silence between whispers means nothing.
+        let silence = if self.channel.is_some() {
+            Duration::MAX
+        } else {
+            self.config.leg_silence
+        };
         let replace = match self.leg.as_mut() {
             None => true,
             Some(leg) => {
@@ -448,6 +480,9 @@ impl Io {
             self.config.warm && !terminal && self.leg.as_ref().is_some_and(|l| l.closed.is_none());
         if !keep {
             self.drop_leg();
+            if let Some(channel) = self.channel.as_mut() {
+                channel.shut();
+            }
             return None;
         }
         let mut leg = self.leg.take()?;
@@ -492,10 +527,12 @@ impl Io {
             self.send_poll(now, deadline, false, true);
         }
         let (max_frame_bytes, fancy) = (self.config.max_frame_bytes, self.config.leg.is_fancy());
+        let channel = self.channel.take();
         self.leg.take().map(|state| WarmLeg {
             state,
             max_frame_bytes,
             fancy,
+            channel,
         })
     }
 }
@@ -896,9 +933,33 @@ pub struct WarmLeg {
     pub(crate) state: Receive,
     max_frame_bytes: usize,
     fancy: bool,
+    /// Over a Reverb channel: the joined channel, kept with its socket.
+    pub(crate) channel: Option<Box<ChannelLeg>>,
 }
 
 impl WarmLeg {
+    /// Over a Reverb channel: feeds what the kept WebSocket did while no
+    /// operation was running (a text message, its close), at `now`. What
+    /// the channel must answer meanwhile (a server's ping) goes with the
+    /// next operation.
+    pub fn handle_socket(&mut self, event: SocketEvent, now: Instant) {
+        let (budget, fancy) = (self.max_frame_bytes, self.fancy);
+        let Some(channel) = self.channel.as_mut() else {
+            return;
+        };
+        channel.handle_socket(event, now);
+        while let Some((id, event)) = channel.poll_op_event() {
+            let _ = self.state.handle(id, event, budget, fancy, now);
+        }
+    }
+
+    /// Whether the leg is a Reverb channel's (its stream is a WebSocket,
+    /// fed with [`WarmLeg::handle_socket`]).
+    #[must_use]
+    pub fn is_channel(&self) -> bool {
+        self.channel.is_some()
+    }
+
     /// Feeds an event of the warm request ([`RequestId::WARM`]) that
     /// arrived, at `now`, while no operation was running.
     pub fn handle_event(&mut self, event: HttpEvent, now: Instant) {
@@ -1207,7 +1268,7 @@ impl Exchange {
             return;
         }
         // A 404 under a relay path the link did not name says so.
-        let result = result.map_err(|e| io.endpoint.explain(e));
+        let result = result.map_err(|e| io.explain(e));
         if let Some(id) = self.post_id() {
             // A reply is proof the POST was delivered: let its answer come,
             // so its connection is kept. Otherwise it must not go on.

@@ -25,7 +25,7 @@ use crate::answers::changes::{SurfaceChanges, is_change_feed_tool, read_feed_fra
 use crate::answers::guard::ResultGuard;
 use crate::egress::endpoint::{EgressPolicy, RelayEndpoint};
 use crate::egress::secrets::Secrets;
-use crate::egress::wire::{HttpEvent, RequestId, Transmit, TransportConfig};
+use crate::egress::wire::{HttpEvent, RequestId, SocketEvent, Transmit, TransportConfig};
 use crate::entropy::{Entropy, random_id};
 use crate::error::{
     ConflictDetectionUnavailable, DeliveryUnknown, Error, ListedChanges, ProtocolError,
@@ -40,6 +40,9 @@ use crate::invite::owner::OwnerKey;
 use crate::machines::attachment::{SurfaceAttachment, call_fingerprint};
 use crate::machines::exchange::{Acts, Exchange, Io, PostTarget, Seen, WarmLeg};
 use crate::machines::halt::Halt;
+use crate::pusher::channel::PusherConfig;
+use crate::pusher::endpoint::ReverbEndpoint;
+use crate::pusher::leg::ChannelLeg;
 use crate::tools::tool::ToolDefinition;
 use crate::values::attachment_state::AttachmentState;
 use crate::values::revision::{
@@ -75,6 +78,10 @@ pub struct ManagerConfig {
     /// token holder's `unregister` ends the session for the person's page
     /// and every other agent.
     pub unregister_on_detach: bool,
+    /// Over a Reverb channel: its message limit, rate and pings
+    /// ([`PusherConfig::default`]: Reverb's 10,000-byte messages, 10 client
+    /// events per second).
+    pub channel: PusherConfig,
 }
 
 impl ManagerConfig {
@@ -89,7 +96,26 @@ impl ManagerConfig {
             guard: ResultGuard::default(),
             require_revision: false,
             unregister_on_detach: false,
+            channel: PusherConfig::default(),
         }
+    }
+
+    /// Sets the channel settings of Reverb invitations (the message limit
+    /// a deployment's `max_message_size` sets, its client-event rate).
+    ///
+    /// ```
+    /// use human_plus_core::*;
+    ///
+    /// let mut channel = PusherConfig::default();
+    /// channel.max_message_bytes = 64_000;
+    /// let config = ManagerConfig::new(EgressPolicy::new(["app.example"]), TrustPolicy::every_tool(NO_PINS))
+    ///     .channel(channel);
+    /// assert_eq!(config.channel.max_message_bytes, 64_000);
+    /// ```
+    #[must_use]
+    pub fn channel(mut self, channel: PusherConfig) -> Self {
+        self.channel = channel;
+        self
     }
 
     /// Sets the transport configuration.
@@ -338,7 +364,7 @@ pub fn attach(
     entropy: &mut dyn Entropy,
 ) -> Result<SurfaceAttachment, Error> {
     let record = SurfaceAttachment::mint(owner.clone(), invitation, participant, entropy);
-    RelayEndpoint::new(record.invitation(), record.client_id(), egress)?;
+    vet_invitation(record.invitation(), record.client_id(), egress)?;
     Ok(record)
 }
 
@@ -372,8 +398,22 @@ pub fn attach_keyed(
 ) -> Result<SurfaceAttachment, Error> {
     let record =
         SurfaceAttachment::mint_keyed(owner.clone(), key, invitation, participant, entropy)?;
-    RelayEndpoint::new(record.invitation(), record.client_id(), egress)?;
+    vet_invitation(record.invitation(), record.client_id(), egress)?;
     Ok(record)
+}
+
+/// Runs the egress policy over an invitation's relay, or both hosts of its
+/// Reverb channel.
+fn vet_invitation(
+    invitation: &SurfaceInvitation,
+    client_id: &str,
+    egress: &EgressPolicy,
+) -> Result<(), Error> {
+    if invitation.transport().is_http_relay() {
+        RelayEndpoint::new(invitation, client_id, egress).map(drop)
+    } else {
+        ReverbEndpoint::new(invitation, client_id, egress).map(drop)
+    }
 }
 
 /// The record, in any state, after checking the owner. No network.
@@ -588,7 +628,19 @@ impl<T: OperationOutput> Operation<T> {
             // its policy from: a kept listing verdict is keyed by it.
             let _ = config.trust.digest();
         }
-        let endpoint = RelayEndpoint::new(record.invitation(), record.client_id(), &config.egress)?;
+        let (endpoint, channel) = if record.invitation().transport().is_http_relay() {
+            let endpoint =
+                RelayEndpoint::new(record.invitation(), record.client_id(), &config.egress)?;
+            (endpoint, None)
+        } else {
+            let reverb =
+                ReverbEndpoint::new(record.invitation(), record.client_id(), &config.egress)?;
+            let token = record.invitation().token().clone();
+            (
+                reverb.auth().clone(),
+                Some(ChannelLeg::new(reverb, token, config.channel.clone())),
+            )
+        };
         let nonce = random_id(entropy.as_mut(), "", 4);
         let ids = RequestIds::new(record.client_id(), &nonce);
         let info = init.info(&record);
@@ -598,7 +650,13 @@ impl<T: OperationOutput> Operation<T> {
             kind,
             record,
             loaded_generation,
-            io: Io::new(endpoint, config.transport.clone()),
+            io: {
+                let mut io = Io::new(endpoint, config.transport.clone());
+                if let Some(channel) = channel {
+                    io.over_channel(channel);
+                }
+                io
+            },
             trust: config.trust.clone(),
             guard: config.guard,
             require_revision: config.require_revision,
@@ -642,8 +700,14 @@ impl<T: OperationOutput> Operation<T> {
     /// the operation has started.
     #[must_use]
     pub fn with_warm_leg(mut self, leg: WarmLeg) -> Self {
-        if self.machine.pending.is_some() && self.machine.io.config.warm {
+        if self.machine.pending.is_some()
+            && self.machine.io.config.warm
+            && leg.channel.is_some() == self.machine.io.channel.is_some()
+        {
             self.machine.io.leg = Some(leg.state);
+            if leg.channel.is_some() {
+                self.machine.io.channel = leg.channel;
+            }
         }
         self
     }
@@ -722,7 +786,32 @@ impl<T: OperationOutput> Operation<T> {
     /// The next HTTP intent to perform (or to cancel).
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.machine.ensure_begun();
-        self.machine.io.transmits.pop_front()
+        if self.machine.io.channel.is_none() {
+            return self.machine.io.transmits.pop_front();
+        }
+        // Over a channel: the exchange machine's requests go to the
+        // channel, and the runtime gets the channel's socket work (and the
+        // auth bridge's request); what the channel answers is fed back at
+        // once.
+        loop {
+            if self.machine.feed_channel() {
+                let now = self.machine.now;
+                self.machine.advance(now);
+            }
+            let now = self.machine.now;
+            let m = &mut self.machine;
+            let channel = m.io.channel.as_mut()?;
+            if let Some(t) = m.io.transmits.pop_front() {
+                channel.take(t, now);
+                continue;
+            }
+            if let Some(t) = channel.poll_transmit(now) {
+                return Some(t);
+            }
+            if channel.is_quiet() {
+                return None;
+            }
+        }
     }
 
     /// When the operation next needs [`Operation::handle_timeout`]. While
@@ -741,6 +830,16 @@ impl<T: OperationOutput> Operation<T> {
             .exchange
             .as_ref()
             .and_then(|x| x.poll_timeout(&self.machine.io));
+        let channel = self
+            .machine
+            .io
+            .channel
+            .as_ref()
+            .and_then(|c| c.poll_timeout());
+        let own = match (own, channel) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match &self.machine.halt {
             // A stopping manager's instant, once set; until then a look
             // every HALT_LOOK, so a halt set while the driver sleeps is
@@ -760,6 +859,34 @@ impl<T: OperationOutput> Operation<T> {
     #[must_use]
     pub fn endpoint(&self) -> &RelayEndpoint {
         &self.machine.io.endpoint
+    }
+
+    /// Over a Reverb channel, the WebSocket server's endpoint: the runtime
+    /// resolves its host, vets the addresses with its `vet_resolved`,
+    /// connects through its egress proxy when it has one, and uses TLS
+    /// when [`RelayEndpoint::uses_tls`] says ([`crate::SocketTransmit::Open`]).
+    /// [`Operation::endpoint`] is then the host app's auth bridge, the one
+    /// HTTP request of a channel. `None` for an HTTP relay.
+    #[must_use]
+    pub fn socket_endpoint(&self) -> Option<&RelayEndpoint> {
+        self.machine
+            .io
+            .channel
+            .as_ref()
+            .map(|c| c.endpoint().socket())
+    }
+
+    /// Over a Reverb channel: what the channel's WebSocket did (see
+    /// [`Transmit::Socket`]).
+    pub fn handle_socket(&mut self, event: SocketEvent, now: Instant) {
+        let m = &mut self.machine;
+        m.ensure_begun();
+        m.now = now;
+        if let Some(channel) = m.io.channel.as_mut() {
+            channel.handle_socket(event, now);
+        }
+        let _ = m.feed_channel();
+        m.advance(now);
     }
 
     /// The response head of `request` arrived.
@@ -789,13 +916,12 @@ impl<T: OperationOutput> Operation<T> {
         let m = &mut self.machine;
         m.ensure_begun();
         m.now = now;
-        match (m.aside.as_mut(), m.exchange.as_mut()) {
-            (Some(aside), _) if aside.owns_post(request) => {
-                aside.handle_event(&mut m.io, request, event, now);
-                m.settle_aside();
+        match m.io.channel.as_mut() {
+            Some(channel) if channel.owns(request) => {
+                channel.handle_http(request, event, now);
+                let _ = m.feed_channel();
             }
-            (_, Some(x)) if !x.is_done() => x.handle_event(&mut m.io, request, event, now),
-            _ => m.io.leg_event(request, event, now),
+            _ => m.feed(request, event, now),
         }
         m.advance(now);
     }
@@ -805,6 +931,10 @@ impl<T: OperationOutput> Operation<T> {
         self.machine.ensure_begun();
         self.machine.now = now;
         self.machine.apply_halt();
+        if let Some(channel) = self.machine.io.channel.as_mut() {
+            channel.handle_timeout(now);
+            let _ = self.machine.feed_channel();
+        }
         if let Some(x) = self.machine.exchange.as_mut() {
             x.handle_timeout(&mut self.machine.io, now);
         }
@@ -821,7 +951,15 @@ impl<T: OperationOutput> Operation<T> {
     /// open has been cancelled through [`Operation::poll_transmit`] first.
     pub fn poll_outcome(&mut self) -> Option<Outcome<T>> {
         self.machine.ensure_begun();
-        if self.machine.delivered || !self.machine.io.transmits.is_empty() {
+        if self.machine.delivered
+            || !self.machine.io.transmits.is_empty()
+            || self
+                .machine
+                .io
+                .channel
+                .as_ref()
+                .is_some_and(|c| !c.is_quiet())
+        {
             return None;
         }
         let result = self.machine.result.take()?;
@@ -1045,6 +1183,30 @@ impl Operation<SurfaceAttachment> {
 }
 
 impl Machine {
+    /// One event of one of the exchange machine's requests.
+    fn feed(&mut self, request: RequestId, event: HttpEvent, now: Instant) {
+        match (self.aside.as_mut(), self.exchange.as_mut()) {
+            (Some(aside), _) if aside.owns_post(request) => {
+                aside.handle_event(&mut self.io, request, event, now);
+                self.settle_aside();
+            }
+            (_, Some(x)) if !x.is_done() => x.handle_event(&mut self.io, request, event, now),
+            _ => self.io.leg_event(request, event, now),
+        }
+    }
+
+    /// Over a channel: feeds what the channel answered the exchange
+    /// machine's requests.
+    fn feed_channel(&mut self) -> bool {
+        let now = self.now;
+        let mut fed = false;
+        while let Some((id, event)) = self.io.channel.as_mut().and_then(|c| c.poll_op_event()) {
+            self.feed(id, event, now);
+            fed = true;
+        }
+        fed
+    }
+
     fn ensure_begun(&mut self) {
         if let Some((initialized, unregister, now)) = self.pending.take() {
             self.begin(initialized, unregister, now);
@@ -1228,7 +1390,7 @@ impl Machine {
                 self.record.transition(AttachmentState::SurfaceUnavailable);
                 self.init = InitUpdate::Clear;
             }
-            Error::AttachmentUnauthorized(Unauthorized::Relay) => {
+            Error::AttachmentUnauthorized(Unauthorized::Relay | Unauthorized::Bridge { .. }) => {
                 self.record
                     .transition(AttachmentState::AttachmentUnauthorized);
                 self.init = InitUpdate::Clear;

@@ -10,7 +10,7 @@
 //! which asks it to POST to the host app's auth bridge and hand the answer
 //! to [`PusherChannel::authorize`].
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -262,7 +262,11 @@ pub struct PusherChannel {
     events: VecDeque<PusherEvent>,
     ignored: u64,
     dropped: u64,
+    members: BTreeSet<String>,
 }
+
+/// The most presence members a channel keeps track of.
+const MAX_MEMBERS: usize = 1000;
 
 impl fmt::Debug for PusherChannel {
     /// The queued frames are left out: a subscribe frame carries the
@@ -313,6 +317,7 @@ impl PusherChannel {
             events: VecDeque::new(),
             ignored: 0,
             dropped: 0,
+            members: BTreeSet::new(),
         })
     }
 
@@ -338,6 +343,21 @@ impl PusherChannel {
     #[must_use]
     pub fn is_presence(&self) -> bool {
         self.channel.starts_with("presence-")
+    }
+
+    /// A presence channel's members now (`user_id`s, this connection's own
+    /// included), as the server reported them; empty for a private
+    /// channel.
+    #[must_use]
+    pub fn members(&self) -> &BTreeSet<String> {
+        &self.members
+    }
+
+    /// Takes the queued whisper at `index` (0 is the next to leave) back
+    /// out of the queue, unsent: what a request that was given up before
+    /// the rate limit let it go needs. False when there is none.
+    pub fn withdraw_whisper(&mut self, index: usize) -> bool {
+        self.whispers.remove(index).is_some()
     }
 
     /// Messages read and not acted on: not Pusher frames, over the size
@@ -446,20 +466,25 @@ impl PusherChannel {
                     message: "pusher:subscription_error".to_owned(),
                 }));
             }
-            PusherFrame::SubscriptionSucceeded { channel }
+            PusherFrame::SubscriptionSucceeded { channel, members }
                 if channel == self.channel && self.state == PusherState::Subscribing =>
             {
+                self.members = members.into_iter().collect();
                 self.state = PusherState::Subscribed;
                 self.push_event(PusherEvent::Subscribed);
             }
             PusherFrame::MemberAdded { channel, user_id }
                 if channel == self.channel && self.state == PusherState::Subscribed =>
             {
+                if self.members.len() < MAX_MEMBERS {
+                    self.members.insert(user_id.clone());
+                }
                 self.push_event(PusherEvent::MemberAdded(user_id));
             }
             PusherFrame::MemberRemoved { channel, user_id }
                 if channel == self.channel && self.state == PusherState::Subscribed =>
             {
+                self.members.remove(&user_id);
                 self.push_event(PusherEvent::MemberRemoved(user_id));
             }
             PusherFrame::ClientEvent(e)

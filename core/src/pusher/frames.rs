@@ -88,6 +88,9 @@ pub enum PusherFrame {
     SubscriptionSucceeded {
         /// The channel.
         channel: String,
+        /// A presence channel's members at the time (`presence.ids`, at
+        /// most 1,000 kept); empty for any other channel.
+        members: Vec<String>,
     },
     /// `pusher_internal:member_added` on a presence channel.
     MemberAdded {
@@ -417,9 +420,16 @@ impl PusherFrame {
                 }))
             }
             "pusher_internal:subscription_succeeded" | "pusher:subscription_succeeded" => {
-                Ok(PusherFrame::SubscriptionSucceeded {
-                    channel: channel.ok_or(FrameError::Shape)?,
-                })
+                let channel = channel.ok_or(FrameError::Shape)?;
+                let members = inner()
+                    .and_then(|d| {
+                        d.get("presence")
+                            .and_then(|p| p.get("ids"))
+                            .and_then(Value::as_array)
+                            .map(|ids| ids.iter().filter_map(user_id_text).take(1000).collect())
+                    })
+                    .unwrap_or_default();
+                Ok(PusherFrame::SubscriptionSucceeded { channel, members })
             }
             "pusher_internal:member_added" | "pusher_internal:member_removed" => {
                 let channel = channel.ok_or(FrameError::Shape)?;
@@ -735,7 +745,8 @@ mod tests {
             )
             .unwrap(),
             PusherFrame::SubscriptionSucceeded {
-                channel: "private-x".into()
+                channel: "private-x".into(),
+                members: vec![]
             }
         );
         assert_eq!(

@@ -14,7 +14,9 @@
 //!   ([`crate::PusherChannel`]);
 //! * `endpoint.rs`: a Reverb invitation's two hosts (the WebSocket server,
 //!   the auth bridge) vetted by the egress policy, and the auth bridge
-//!   request ([`crate::ReverbEndpoint`]).
+//!   request ([`crate::ReverbEndpoint`]);
+//! * `leg.rs`: the channel as an operation's relay (the exchange machine's
+//!   receive leg and POSTs carried by whispers).
 //!
 //! May use: `error.rs`, `invite/`, `formats/` and `egress/`.
 
@@ -23,3 +25,4 @@ pub(crate) mod channel;
 pub(crate) mod endpoint;
 pub(crate) mod error;
 pub(crate) mod frames;
+pub(crate) mod leg;

@@ -436,6 +436,7 @@ impl Sim {
             Transmit::Cancel(id) | Transmit::Release(id) => self.close(id),
             Transmit::Request(req) => self.start(req),
             Transmit::Connect(n) => self.connects_asked += n,
+            Transmit::Socket(s) => panic!("an HTTP relay's operation asked for a socket: {s:?}"),
         }
     }
 
