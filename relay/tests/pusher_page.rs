@@ -483,16 +483,17 @@ async fn a_presence_channel_reports_the_page_and_the_agents() {
 async fn a_killed_page_is_reported_on_a_presence_channel_too() {
     let server = PusherServer::builder(KEY, SECRET).start().await.unwrap();
     let bridge = bridge_for(PRESENCE).await;
+    // The agent is there first: the page learns it from the roster its
+    // subscription brings.
+    let mut agent = Agent::join(&server, &bridge, AGENT, PRESENCE).await;
     let page = DemoSurface::channel_builder(server.ws_url(), bridge.url(), "S1", PAGE)
         .channel_name(PRESENCE)
         .start()
         .await
         .unwrap();
-    let mut agent = Agent::join(&server, &bridge, AGENT, PRESENCE).await;
-    assert!(
-        page.wait_for(SOON, |p| p.peers() == vec!["agent-1".to_owned()])
-            .await
-    );
+    assert_eq!(page.peers(), vec!["agent-1".to_owned()]);
+    let added = agent.recv().await;
+    assert_eq!(added["event"], "pusher_internal:member_added");
     // Dropped: the socket goes without a close frame, as a killed tab's.
     drop(page);
     let left = agent.recv().await;

@@ -12,7 +12,6 @@
 //! closes is opened again (a new socket, a new signature), as pusher-js
 //! does, unless the page left or the close code says never (4000-4099).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -317,27 +316,6 @@ async fn open(plan: &ChannelPlan) -> Result<WebSocketStream<Box<dyn Io>>, Surfac
     Ok(ws)
 }
 
-/// The presence roster a `subscription_succeeded` carries (its `data` a
-/// JSON string or an object): `presence.ids`. The core's
-/// [`PusherEvent::Subscribed`] does not carry it.
-fn roster(text: &str, channel: &str) -> Option<BTreeSet<String>> {
-    let frame: Value = serde_json::from_str(text).ok()?;
-    let event = frame.get("event")?.as_str()?;
-    if !matches!(
-        event,
-        "pusher_internal:subscription_succeeded" | "pusher:subscription_succeeded"
-    ) || frame.get("channel")?.as_str()? != channel
-    {
-        return None;
-    }
-    let data = match frame.get("data")? {
-        Value::String(s) => serde_json::from_str(s).ok()?,
-        other => other.clone(),
-    };
-    let ids = data.get("presence")?.get("ids")?.as_array()?;
-    Some(ids.iter().filter_map(user_id).collect())
-}
-
 fn user_id(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
@@ -372,7 +350,6 @@ async fn connection(
             };
         }
     };
-    let mut members: BTreeSet<String> = BTreeSet::new();
     let mut leaving: Option<oneshot::Sender<()>> = None;
     let join_by = Instant::now() + JOIN_TIMEOUT;
     let mut joined = false;
@@ -437,8 +414,10 @@ async fn connection(
                         record.user_id.clone()
                     });
                     {
+                        // The members present when the page joined (the
+                        // subscription's roster), the page itself left out.
                         let mut sheet = lock(&inner.sheet);
-                        sheet.peers = std::mem::take(&mut members);
+                        sheet.peers = machine.members().clone();
                         if let Some(own) = own {
                             sheet.peers.remove(&own);
                         }
@@ -533,14 +512,7 @@ async fn connection(
         }
         tokio::select! {
             message = ws.next() => match message {
-                Some(Ok(Message::Text(text))) => {
-                    if text.as_str().contains("subscription_succeeded")
-                        && let Some(ids) = roster(text.as_str(), plan.channel())
-                    {
-                        members = ids;
-                    }
-                    machine.handle_text(text.as_str(), std_now());
-                }
+                Some(Ok(Message::Text(text))) => machine.handle_text(text.as_str(), std_now()),
                 Some(Ok(Message::Close(frame))) => machine.handle_close(frame.map(|f| u16::from(f.code))),
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => machine.handle_close(None),

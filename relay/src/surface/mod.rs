@@ -379,6 +379,15 @@ impl DemoSurfaceBuilder {
     /// again; sockudo's payload cap answers the page 4301). `0` makes a
     /// page that records and applies every request and answers none. Only
     /// with [`DemoSurfaceBuilder::channel`].
+    ///
+    /// ```
+    /// use human_plus_relay::DemoSurface;
+    /// // Reverb's 10,000-byte message, refused at the page.
+    /// let b = DemoSurface::channel_builder("ws://127.0.0.1:6001/app/k", "http://127.0.0.1:8000/broadcasting/auth", "S1", "t")
+    ///     .extra_tools(40)
+    ///     .max_reply_bytes(10_000);
+    /// # let _ = b;
+    /// ```
     #[must_use]
     pub fn max_reply_bytes(mut self, bytes: usize) -> Self {
         if let Some(settings) = &mut self.channel {
@@ -390,6 +399,14 @@ impl DemoSurfaceBuilder {
     /// How many whispers per second a page on a channel sends at most
     /// (default 100, sockudo's limit; beyond, replies wait in order). Only
     /// with [`DemoSurfaceBuilder::channel`].
+    ///
+    /// ```
+    /// use human_plus_relay::DemoSurface;
+    /// // Pusher Channels' documented limit.
+    /// let b = DemoSurface::channel_builder("ws://127.0.0.1:6001/app/k", "http://127.0.0.1:8000/broadcasting/auth", "S1", "t")
+    ///     .client_events_per_second(10);
+    /// # let _ = b;
+    /// ```
     #[must_use]
     pub fn client_events_per_second(mut self, events: u32) -> Self {
         if let Some(settings) = &mut self.channel {
