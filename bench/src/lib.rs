@@ -31,6 +31,7 @@
 )]
 
 pub mod across;
+pub mod channel;
 pub mod data;
 pub mod decisions;
 pub mod idle;

@@ -397,6 +397,9 @@ async fn ws_accept_loop(
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
+                    // Each message is its own small write: no waiting for
+                    // the peer's delayed acknowledgement (Nagle).
+                    let _ = stream.set_nodelay(true);
                     shared.accepted.fetch_add(1, Ordering::SeqCst);
                     tasks.spawn(serve_socket(stream, shared.clone(), stopped.clone()));
                 }

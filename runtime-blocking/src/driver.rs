@@ -23,7 +23,7 @@ use crate::current::{self, Current};
 use crate::failure::FailureSlot;
 use crate::pool::Pool;
 use crate::resolve::{Resolve, VettingResolver};
-use crate::socket::{self, SocketCtl};
+use crate::socket::{ChannelSocket, SocketRead};
 use crate::transport::RelayConnector;
 
 /// How many events may wait in the channel before a reader blocks: with
@@ -37,6 +37,10 @@ const CHUNK: usize = 8 * 1024;
 /// has one while an exchange runs; this only keeps the loop from blocking
 /// forever if it ever did not).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a wait on a channel's socket lasts while an HTTP request (the
+/// auth bridge's) is in flight beside it.
+const AUTH_SLICE: Duration = Duration::from_millis(2);
 
 const USER_AGENT: &str = concat!("human-plus-blocking/", env!("CARGO_PKG_VERSION"));
 
@@ -61,8 +65,6 @@ pub(crate) struct Net {
 pub(crate) enum Event {
     /// An event of an HTTP request.
     Http(RequestId, u64, HttpEvent, Instant),
-    /// An event of a channel's socket (its serial).
-    Socket(u64, SocketEvent, Instant),
 }
 
 /// Serials of requests, unique in the process.
@@ -79,7 +81,7 @@ pub struct WarmStream {
     /// The warm request's cancel switch and serial.
     ctl: Option<(Arc<RequestCtl>, u64)>,
     /// The channel's socket.
-    socket: Option<SocketCtl>,
+    socket: Option<ChannelSocket>,
 }
 
 impl std::fmt::Debug for WarmStream {
@@ -104,19 +106,17 @@ impl KeptStream for WarmStream {
     /// it, so a leg that went silent is seen as silent.
     fn drain_into(&mut self, leg: &mut WarmLeg) {
         let serial = self.ctl.as_ref().map(|c| c.1);
-        let socket = self.socket.as_ref().map(|s| s.serial);
-        while let Ok(event) = self.rx.try_recv() {
-            match event {
-                Event::Http(id, from, event, at) => {
-                    if id == RequestId::WARM && Some(from) == serial {
-                        leg.handle_event(event, at);
-                    }
-                }
-                Event::Socket(from, event, at) => {
-                    if Some(from) == socket {
-                        leg.handle_socket(event, at);
-                    }
-                }
+        while let Ok(Event::Http(id, from, event, at)) = self.rx.try_recv() {
+            if id == RequestId::WARM && Some(from) == serial {
+                leg.handle_event(event, at);
+            }
+        }
+        if let Some(socket) = self.socket.as_mut() {
+            // Read now what arrived while no operation ran; stamped now
+            // (the earliest the driver could have seen it).
+            let at = Instant::now();
+            for event in socket.drain() {
+                leg.handle_socket(event, at);
             }
         }
     }
@@ -186,24 +186,26 @@ pub(crate) fn drive<T: OperationOutput>(
                     live.remove(&id);
                 }
                 Transmit::Socket(SocketTransmit::Open { url, deadline }) => {
-                    let Some(ep) = socket_endpoint.clone() else {
+                    let Some(ep) = socket_endpoint.as_ref() else {
                         continue;
                     };
-                    let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    match socket::open(net, ep, url, deadline, serial, tx.clone()) {
-                        Ok(ctl) => socket = Some(ctl),
-                        Err(e) => op.handle_socket(
-                            SocketEvent::Failed(Error::Transport(TransportError::new(
-                                TransportErrorKind::Io,
-                                format!("could not start a socket thread: {e}"),
-                            ))),
-                            Instant::now(),
-                        ),
-                    }
+                    // Opened here, on the driver's thread: nothing else of
+                    // the operation is in flight while its channel opens.
+                    let event = match ChannelSocket::open(net, ep, &url, deadline) {
+                        Ok(s) => {
+                            socket = Some(s);
+                            SocketEvent::Opened
+                        }
+                        Err(e) => SocketEvent::Failed(e),
+                    };
+                    op.handle_socket(event, Instant::now());
                 }
                 Transmit::Socket(SocketTransmit::Text(text)) => {
-                    if let Some(s) = socket.as_ref() {
-                        s.send(text);
+                    if let Some(s) = socket.as_mut()
+                        && let Err(end) = s.send(text)
+                    {
+                        socket = None;
+                        op.handle_socket(end, Instant::now());
                     }
                 }
                 Transmit::Socket(SocketTransmit::Close) => {
@@ -253,15 +255,33 @@ pub(crate) fn drive<T: OperationOutput>(
             Some(at) => at - now,
             None => IDLE_WAIT,
         };
-        match rx.recv_timeout(wait) {
-            Ok(Event::Socket(from, event, _)) => {
-                if socket.as_ref().is_some_and(|s| s.serial == from) {
-                    if matches!(event, SocketEvent::Closed(_) | SocketEvent::Failed(_)) {
-                        socket = None;
+        let received = match socket.as_mut() {
+            // Over a channel the driver waits on the socket itself (a reply
+            // wakes it at once); an HTTP request in flight (the auth
+            // bridge's) is looked at between short waits.
+            Some(s) => match rx.try_recv() {
+                Ok(event) => Ok(event),
+                Err(_) => {
+                    let slice = if live.is_empty() {
+                        wait
+                    } else {
+                        wait.min(AUTH_SLICE)
+                    };
+                    match s.read(slice) {
+                        SocketRead::Event(event) => {
+                            if matches!(event, SocketEvent::Closed(_)) {
+                                socket = None;
+                            }
+                            op.handle_socket(event, Instant::now());
+                            continue;
+                        }
+                        SocketRead::Nothing => Err(RecvTimeoutError::Timeout),
                     }
-                    op.handle_socket(event, Instant::now());
                 }
-            }
+            },
+            None => rx.recv_timeout(wait),
+        };
+        match received {
             Ok(Event::Http(id, from, event, _)) => {
                 let current = if id == RequestId::WARM {
                     warm_ctl.as_ref().map(|c| c.1)

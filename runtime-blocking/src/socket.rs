@@ -1,214 +1,179 @@
-//! A Reverb channel's WebSocket on a request thread: opened over this
-//! crate's own vetted, proxied TLS stream, framed by tungstenite. The
-//! thread writes what the driver queued, then reads in short slices (a
-//! blocking stream cannot wait for both at once), and reports every
-//! message into the driver's channel. The core decides everything said on
-//! it; this only moves the messages.
+//! A Reverb channel's WebSocket, owned by the driver's own thread: opened
+//! over this crate's own vetted, proxied TLS stream, framed by tungstenite.
+//! While an operation runs the driver writes to it directly and waits on
+//! it for the next message (bounded by the core's next timer), so a reply
+//! wakes it at once and nothing sits in a queue; between operations the
+//! kept socket is read without waiting when the manager looks at its legs.
+//! The core decides everything said on it; this only moves the messages.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{Error, RelayEndpoint, SocketEvent, TransportError, TransportErrorKind};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
-use crate::driver::{Event, Net};
+use crate::driver::Net;
 use crate::resolve::VettingResolver;
 use crate::transport::Io;
 
 /// The largest message read from a channel server.
 const MAX_MESSAGE: usize = 1024 * 1024;
 
-/// How long one read waits while the channel is busy (something was
-/// written or read within [`BUSY_FOR`]): the most a queued whisper waits
-/// for a read in progress.
-const BUSY_SLICE: Duration = Duration::from_millis(2);
-
-/// How long one read waits on a quiet channel.
-const QUIET_SLICE: Duration = Duration::from_millis(50);
-
-/// How long a channel counts as busy after its last message.
-const BUSY_FOR: Duration = Duration::from_secs(2);
-
 /// How long a write may block.
 const WRITE_WAIT: Duration = Duration::from_secs(10);
 
-/// What the driver asks of the socket's thread.
-#[derive(Debug)]
-enum Out {
-    Text(String),
-    Close,
+/// How long a close frame may take to write.
+const CLOSE_WAIT: Duration = Duration::from_millis(200);
+
+/// One open channel socket.
+pub(crate) struct ChannelSocket {
+    ws: WebSocket<Io>,
 }
 
-/// The driver's handle on one socket thread. Dropping it closes the
-/// socket (the thread sends a close frame and ends).
-#[derive(Debug)]
-pub(crate) struct SocketCtl {
-    out: Sender<Out>,
-    /// The serial its events carry.
-    pub(crate) serial: u64,
-}
-
-impl SocketCtl {
-    /// Writes a text message (in order).
-    pub(crate) fn send(&self, text: String) {
-        let _ = self.out.send(Out::Text(text));
-    }
-
-    /// Closes the socket; nothing more is reported.
-    pub(crate) fn close(self) {
-        let _ = self.out.send(Out::Close);
+impl std::fmt::Debug for ChannelSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelSocket").finish_non_exhaustive()
     }
 }
 
-/// Opens the WebSocket at `url` on `endpoint` on a thread of the pool, its
-/// events sent into `tx` under `serial`.
-pub(crate) fn open(
-    net: &Arc<Net>,
-    endpoint: Arc<RelayEndpoint>,
-    url: String,
-    deadline: Instant,
-    serial: u64,
-    tx: SyncSender<Event>,
-) -> std::io::Result<SocketCtl> {
-    let (out, out_rx) = mpsc::channel();
-    let job_net = Arc::clone(net);
-    let span = tracing::Span::current();
-    net.pool.execute(Box::new(move || {
-        let _entered = span.enter();
-        run(&job_net, &endpoint, &url, deadline, serial, &out_rx, &tx);
-    }))?;
-    Ok(SocketCtl { out, serial })
+/// What one wait on the socket brought.
+pub(crate) enum SocketRead {
+    /// A message (or the socket's end, `Closed`).
+    Event(SocketEvent),
+    /// Nothing within the wait.
+    Nothing,
 }
 
 fn transport(kind: TransportErrorKind, message: impl AsRef<str>) -> Error {
     Error::Transport(TransportError::new(kind, message))
 }
 
-fn connect(
-    net: &Net,
-    endpoint: &Arc<RelayEndpoint>,
-    url: &str,
-    deadline: Instant,
-) -> Result<WebSocket<Io>, Error> {
-    let resolver = VettingResolver {
-        endpoint: Arc::clone(endpoint),
-        resolver: Arc::clone(&net.settings.resolver),
-    };
-    let budget = net
-        .settings
-        .connect_timeout
-        .min(deadline.saturating_duration_since(Instant::now()));
-    let ips = resolver.vetted(budget)?;
-    let port = endpoint.port();
-    let vetted: Vec<SocketAddr> = ips
-        .into_iter()
-        .map(|ip| SocketAddr::new(ip, port))
-        .collect();
-    let connector = net.connector(endpoint)?;
-    let io = connector.open(&vetted, deadline)?;
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(transport(
-            TransportErrorKind::Timeout,
-            "opening the channel's WebSocket took longer than its deadline",
-        ));
-    }
-    let io_error = |e: std::io::Error| transport(TransportErrorKind::Io, e.to_string());
-    io.set_read_timeout(Some(left)).map_err(io_error)?;
-    io.set_write_timeout(Some(left)).map_err(io_error)?;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE));
-    let (ws, _) = tungstenite::client::client_with_config(url, io, Some(config)).map_err(|e| {
-        transport(
-            TransportErrorKind::Io,
-            format!("the channel server's WebSocket handshake failed: {e}"),
-        )
-    })?;
-    ws.get_ref()
-        .set_write_timeout(Some(WRITE_WAIT))
-        .map_err(io_error)?;
-    Ok(ws)
-}
-
-fn run(
-    net: &Net,
-    endpoint: &Arc<RelayEndpoint>,
-    url: &str,
-    deadline: Instant,
-    serial: u64,
-    out: &Receiver<Out>,
-    tx: &SyncSender<Event>,
-) {
-    let report = |event: SocketEvent| {
-        tx.send(Event::Socket(serial, event, Instant::now()))
-            .is_ok()
-    };
-    let mut ws = match connect(net, endpoint, url, deadline) {
-        Ok(ws) => ws,
-        Err(e) => {
-            report(SocketEvent::Failed(e));
-            return;
+impl ChannelSocket {
+    /// Opens the WebSocket at `url` on `endpoint` (its vetted addresses,
+    /// its egress proxy, TLS as it says), by `deadline`.
+    pub(crate) fn open(
+        net: &Net,
+        endpoint: &Arc<RelayEndpoint>,
+        url: &str,
+        deadline: Instant,
+    ) -> Result<ChannelSocket, Error> {
+        let resolver = VettingResolver {
+            endpoint: Arc::clone(endpoint),
+            resolver: Arc::clone(&net.settings.resolver),
+        };
+        let budget = net
+            .settings
+            .connect_timeout
+            .min(deadline.saturating_duration_since(Instant::now()));
+        let ips = resolver.vetted(budget)?;
+        let port = endpoint.port();
+        let vetted: Vec<SocketAddr> = ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect();
+        let connector = net.connector(endpoint)?;
+        let io = connector.open(&vetted, deadline)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(transport(
+                TransportErrorKind::Timeout,
+                "opening the channel's WebSocket took longer than its deadline",
+            ));
         }
-    };
-    if !report(SocketEvent::Opened) {
-        return;
+        let io_error = |e: std::io::Error| transport(TransportErrorKind::Io, e.to_string());
+        io.set_read_timeout(Some(left)).map_err(io_error)?;
+        io.set_write_timeout(Some(left)).map_err(io_error)?;
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE))
+            .max_frame_size(Some(MAX_MESSAGE));
+        let (ws, _) =
+            tungstenite::client::client_with_config(url, io, Some(config)).map_err(|e| {
+                transport(
+                    TransportErrorKind::Io,
+                    format!("the channel server's WebSocket handshake failed: {e}"),
+                )
+            })?;
+        ws.get_ref()
+            .set_write_timeout(Some(WRITE_WAIT))
+            .map_err(io_error)?;
+        Ok(ChannelSocket { ws })
     }
-    let mut last = Instant::now();
-    loop {
-        // What the driver queued goes first.
+
+    /// Writes one text message; `Err` when the socket is gone (its end to
+    /// report).
+    pub(crate) fn send(&mut self, text: String) -> Result<(), SocketEvent> {
+        self.ws
+            .send(Message::text(text))
+            .map_err(|_| SocketEvent::Closed(None))
+    }
+
+    /// Closes the socket: a close frame, written without waiting long.
+    pub(crate) fn close(mut self) {
+        let _ = self.ws.get_ref().set_write_timeout(Some(CLOSE_WAIT));
+        let _ = self.ws.close(None);
+        let _ = self.ws.flush();
+    }
+
+    /// Waits up to `wait` (at least a millisecond) for the next message.
+    pub(crate) fn read(&mut self, wait: Duration) -> SocketRead {
+        let wait = wait.max(Duration::from_millis(1));
+        if self.ws.get_ref().set_read_timeout(Some(wait)).is_err() {
+            return SocketRead::Event(SocketEvent::Closed(None));
+        }
+        self.read_one()
+    }
+
+    /// What arrived while nobody waited, without waiting.
+    pub(crate) fn drain(&mut self) -> Vec<SocketEvent> {
+        let mut out = Vec::new();
+        if self.ws.get_ref().set_nonblocking(true).is_err() {
+            out.push(SocketEvent::Closed(None));
+            return out;
+        }
         loop {
-            match out.try_recv() {
-                Ok(Out::Text(text)) => {
-                    last = Instant::now();
-                    if ws.send(Message::text(text)).is_err() {
-                        report(SocketEvent::Closed(None));
-                        return;
+            match self.read_one() {
+                SocketRead::Nothing => break,
+                SocketRead::Event(e) => {
+                    let end = matches!(e, SocketEvent::Closed(_));
+                    out.push(e);
+                    if end {
+                        return out;
                     }
                 }
-                Ok(Out::Close) | Err(TryRecvError::Disconnected) => {
-                    let _ = ws.get_ref().set_read_timeout(Some(QUIET_SLICE));
-                    let _ = ws.close(None);
-                    let _ = ws.flush();
-                    return;
-                }
-                Err(TryRecvError::Empty) => break,
             }
         }
-        let slice = if last.elapsed() < BUSY_FOR {
-            BUSY_SLICE
-        } else {
-            QUIET_SLICE
-        };
-        let _ = ws.get_ref().set_read_timeout(Some(slice));
-        match ws.read() {
-            Ok(Message::Text(text)) => {
-                last = Instant::now();
-                if !report(SocketEvent::Text(text.as_str().to_owned())) {
-                    return;
+        if self.ws.get_ref().set_nonblocking(false).is_err() {
+            out.push(SocketEvent::Closed(None));
+        }
+        out
+    }
+
+    fn read_one(&mut self) -> SocketRead {
+        loop {
+            return match self.ws.read() {
+                Ok(Message::Text(text)) => {
+                    SocketRead::Event(SocketEvent::Text(text.as_str().to_owned()))
                 }
-            }
-            Ok(Message::Close(frame)) => {
-                report(SocketEvent::Closed(frame.map(|f| u16::from(f.code))));
-                return;
-            }
-            // Pings are answered by the framing library; binary frames are
-            // not the protocol's.
-            Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => {
-                report(SocketEvent::Closed(None));
-                return;
-            }
+                Ok(Message::Close(frame)) => {
+                    SocketRead::Event(SocketEvent::Closed(frame.map(|f| u16::from(f.code))))
+                }
+                // Pings are answered by the framing library; binary frames
+                // are not the protocol's.
+                Ok(_) => continue,
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    SocketRead::Nothing
+                }
+                Err(_) => SocketRead::Event(SocketEvent::Closed(None)),
+            };
         }
     }
 }

@@ -394,6 +394,11 @@ impl Io {
         self.socket().set_read_timeout(timeout)
     }
 
+    /// Reads and writes without waiting (`true`) or waiting (`false`).
+    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.socket().set_nonblocking(on)
+    }
+
     /// Bounds each write (`None`: block).
     pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.socket().set_write_timeout(timeout)

@@ -169,6 +169,17 @@ fn main() {
             machine();
             link(&args);
         }
+        "channel" => {
+            machine();
+            println!(
+                "{}",
+                human_plus_bench::channel::run(
+                    flag("--windows", 6),
+                    flag("--calls", 50),
+                    flag("--client-events", 1000) as u32,
+                )
+            );
+        }
         "decisions" => {
             machine();
             let rtt = Duration::from_millis(flag("--rtt-ms", 40) as u64);
