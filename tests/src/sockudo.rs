@@ -182,6 +182,8 @@ impl SockudoBuilder {
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())
             .env("METRICS_ENABLED", "false")
+            // Plain text in its log (shown when it does not start).
+            .env("LOG_COLORS_ENABLED", "false")
             .env(
                 "WEBSOCKET_MAX_MESSAGE_SIZE",
                 self.max_message_size.to_string(),
