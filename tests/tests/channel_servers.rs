@@ -378,6 +378,36 @@ async fn a_message_over_10000_bytes_drops_the_connection() {
     bridge.shutdown().await;
 }
 
+/// The per-socket client-event rate is a setting: beyond it sockudo answers
+/// 4301 "Client event rejected due to rate limit" to the sender, drops
+/// the whisper and keeps the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whispers_beyond_the_rate_are_4301() {
+    let Some(server) = Sockudo::builder().client_events_per_second(5).start() else {
+        return;
+    };
+    let ch = channel("rate");
+    let bridge = bridge_for(&server, &ch).await;
+    let mut a = Agent::join(&server, &bridge, AGENT_TOKEN, &ch).await;
+    let mut b = Agent::join(&server, &bridge, PAGE_TOKEN, &ch).await;
+    for n in 0..20 {
+        a.whisper(
+            &ch,
+            json!({"jsonrpc": "2.0", "method": "notifications/n", "params": {"n": n}}),
+        )
+        .await;
+    }
+    let (code, message) = a.next_error().await;
+    assert_eq!(code, 4301, "{message}");
+    assert!(message.contains("rate limit"), "{message}");
+    let mut arrived = 0;
+    while b.next_whisper(Duration::from_millis(300)).await.is_some() {
+        arrived += 1;
+    }
+    assert!((1..20).contains(&arrived), "{arrived} of 20 arrived");
+    bridge.shutdown().await;
+}
+
 // ------------------------------------------------------------ the Echo page
 
 /// Seed 004's page on laravel-echo + pusher-js joins through the bridge
