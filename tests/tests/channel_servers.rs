@@ -144,6 +144,32 @@ impl Agent {
         self.recv().await.expect("an answer to the subscription")
     }
 
+    /// Connects and joins the presence `channel` with the bridge's
+    /// signature and `channel_data`; the subscription's answer too.
+    async fn join_presence(
+        server: &Sockudo,
+        bridge: &AuthBridgeHandle,
+        bearer: &str,
+        channel: &str,
+    ) -> (Agent, Value) {
+        let mut agent = Agent::connect(server.addr(), server.key()).await;
+        let (status, answer) = ask_bridge(bridge, bearer, &agent.socket_id, channel).await;
+        assert_eq!(status, 200, "{answer}");
+        agent
+            .send(json!({"event": "pusher:subscribe", "data": {
+                "channel": channel,
+                "auth": answer["auth"],
+                "channel_data": answer["channel_data"],
+            }}))
+            .await;
+        let reply = agent.recv().await.expect("an answer to the subscription");
+        assert_eq!(
+            reply["event"], "pusher_internal:subscription_succeeded",
+            "{reply}"
+        );
+        (agent, reply)
+    }
+
     async fn send(&mut self, frame: Value) {
         self.ws
             .send(Message::text(frame.to_string()))
@@ -610,5 +636,57 @@ async fn an_oversized_reply_is_refused_to_the_page() {
         small["result"]["structuredContent"]["value"], "Item",
         "{small}"
     );
+    bridge.shutdown().await;
+}
+
+/// On a presence channel the page's departure is said: the agent, joined
+/// after the page, finds it among the members, and hears
+/// `pusher_internal:member_removed` with its user id when it leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_echo_page_on_a_presence_channel_is_seen_leaving() {
+    let Some(server) = Sockudo::start() else {
+        return;
+    };
+    let session = "echo-4";
+    let ch = format!("presence-agent.session.{session}");
+    let bridge = AuthBridge::builder(server.key(), server.secret())
+        .grant_as(AGENT_TOKEN, &ch, "agent")
+        .grant_as(PAGE_TOKEN, &ch, "page")
+        .start()
+        .await
+        .unwrap();
+    let mut options = EchoPageOptions::new(&server.ws_url(), &bridge.url(), session, PAGE_TOKEN);
+    options.channel = Some(ch.clone());
+    let Some(page) = EchoPage::start(&options) else {
+        return;
+    };
+    assert_eq!(page.ready()["channel"], ch.as_str());
+    let (mut agent, joined) = Agent::join_presence(&server, &bridge, AGENT_TOKEN, &ch).await;
+    let data: Value = match &joined["data"] {
+        Value::String(s) => serde_json::from_str(s).unwrap(),
+        other => other.clone(),
+    };
+    let mut ids: Vec<&str> = data["presence"]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["agent", "page"], "{joined}");
+    let list = agent.call(&ch, "tools/list", json!({})).await;
+    assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 3);
+    page.leave();
+    let gone = loop {
+        let m = agent.recv().await.expect("the connection stays open");
+        if m["event"] == "pusher_internal:member_removed" {
+            break m;
+        }
+    };
+    let data: Value = match &gone["data"] {
+        Value::String(s) => serde_json::from_str(s).unwrap(),
+        other => other.clone(),
+    };
+    assert_eq!(data["user_id"], "page", "{gone}");
     bridge.shutdown().await;
 }
