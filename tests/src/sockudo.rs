@@ -34,6 +34,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::random_hex;
+
 /// The variable naming the binary.
 pub const VARIABLE: &str = "HUMAN_PLUS_SOCKUDO";
 /// How long sockudo may take to accept a WebSocket handshake.
@@ -374,25 +376,4 @@ fn scratch_dir() -> std::io::Result<PathBuf> {
     ));
     std::fs::create_dir(&dir)?;
     Ok(dir)
-}
-
-/// `bytes` random bytes as hex (std's per-process random hash keys, mixed
-/// with a counter and the clock; for test credentials only).
-pub(crate) fn random_hex(bytes: usize) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut out = String::new();
-    while out.len() < bytes * 2 {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        out.push_str(&format!("{:016x}", hasher.finish()));
-    }
-    out.truncate(bytes * 2);
-    out
 }
