@@ -554,8 +554,9 @@ async fn the_echo_page_answers_mcp_over_sockudo() {
 }
 
 /// The same page with Echo's `pusher` broadcaster and a custom authorizer
-/// POSTing JSON (the bridge's other form); a page whose bearer the bridge
-/// does not know is refused 403 and never joins.
+/// POSTing JSON (the bridge's other form), its list-change and silence
+/// commands; a page whose bearer the bridge does not know is refused 403
+/// and never joins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_echo_page_with_the_pusher_broadcaster_and_an_authorizer() {
     let Some(server) = Sockudo::start() else {
@@ -577,6 +578,25 @@ async fn the_echo_page_with_the_pusher_broadcaster_and_an_authorizer() {
         3,
         "{list}"
     );
+    // The page's other commands: a list change, and a page that stops
+    // answering (its requests still printed) and starts again.
+    page.command(&json!({"tools_changed": true}));
+    let changed = agent.next_whisper(SOON).await.unwrap();
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    page.command(&json!({"silent": true}));
+    let _ = page.wait_for("silent", SOON);
+    agent
+        .whisper(
+            &ch,
+            json!({"jsonrpc": "2.0", "id": "unanswered", "method": "ping"}),
+        )
+        .await;
+    assert_eq!(page.wait_for("request", SOON)["id"], "unanswered");
+    assert_eq!(agent.next_whisper(Duration::from_millis(300)).await, None);
+    page.command(&json!({"silent": false}));
+    let _ = page.wait_for("silent", SOON);
+    let pong = agent.call(&ch, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
     drop(page);
 
     let mut wrong = options.clone();
