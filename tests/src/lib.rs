@@ -12,11 +12,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod channel;
+pub mod echo_page;
 pub mod hostile;
 pub mod kept;
 #[cfg(feature = "redis")]
 pub mod replica;
 pub mod scenarios;
+pub mod sockudo;
 
 use std::collections::BTreeMap;
 use std::io::Write;
