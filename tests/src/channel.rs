@@ -85,6 +85,23 @@ impl ChannelEnv {
         ChannelEnv::over(rt, Server::Ours(server), options)
     }
 
+    /// sockudo, a real third-party Pusher-protocol server (its 10,000-byte
+    /// message cap, as Reverb's default), a bridge and our page; `None`
+    /// (skipped, said why) when the machine has no sockudo.
+    #[must_use]
+    pub fn sockudo(options: &ChannelOptions) -> Option<ChannelEnv> {
+        let server = crate::sockudo::Sockudo::builder()
+            .key(APP_KEY)
+            .secret(APP_SECRET)
+            .start()?;
+        let url = server.ws_url();
+        Some(ChannelEnv::over(
+            runtime(),
+            Server::External(url, Box::new(server)),
+            options,
+        ))
+    }
+
     /// A channel environment over `server` (on `rt`).
     #[must_use]
     pub fn over(
@@ -474,4 +491,102 @@ fn wait_for(mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < until, "timed out waiting");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The agent against the page the issue names — laravel-echo and pusher-js
+/// in Node, wired as seed 004's snippet — over sockudo: attach, tools, a
+/// pinned write, the person's edit, the stale refusal with the feed, the
+/// blind repeat held back, an announcement, detach. `false` when sockudo or
+/// the page is not on this machine (skipped, said why).
+pub fn echo_page_conversation<R: Runtime>() -> bool {
+    use crate::echo_page::{EchoPage, EchoPageOptions, ToolNames};
+    let Some(server) = crate::sockudo::Sockudo::builder()
+        .key(APP_KEY)
+        .secret(APP_SECRET)
+        .start()
+    else {
+        return false;
+    };
+    let rt = runtime();
+    let session = format!("echo_{}", random_hex(6));
+    let token = format!("tok{}", random_hex(16));
+    let page_token = format!("page{}", random_hex(16));
+    let channel = format!("private-agent.session.{session}");
+    let bridge = rt.block_on(async {
+        AuthBridge::builder(APP_KEY, APP_SECRET)
+            .grant(&token, &channel)
+            .grant(&page_token, &channel)
+            .start()
+            .await
+            .unwrap()
+    });
+    let mut options = EchoPageOptions::new(&server.ws_url(), &bridge.url(), &session, &page_token);
+    options.tool_names = ToolNames::Sheet;
+    let Some(page) = EchoPage::start(&options) else {
+        return false;
+    };
+    let env = ChannelEnv {
+        rt,
+        server: Server::External(server.ws_url(), Box::new(server)),
+        bridge,
+        page: None,
+        session,
+        token,
+        channel,
+    };
+    let client = R::client(env.setup(Duration::from_secs(10)));
+    let a = client
+        .attach_verified(OWNER, env.invitation(), participant("agent-1"))
+        .unwrap()
+        .attachment;
+    assert!(
+        a.revision().is_some(),
+        "the attach learnt the page's revision"
+    );
+    let tools = client.tools(OWNER, a.id()).unwrap();
+    assert!(
+        tools.tools.iter().any(|t| t.name() == "sheet_set_cell"),
+        "{:?}",
+        tools.tools
+    );
+    client
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "A1", "value": "agent"}),
+        )
+        .unwrap();
+    let _ = page.wait_for("write", Duration::from_secs(5));
+    let _ = page.person_edit("A1", "person");
+    let refused = client
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "A1", "value": "agent again"}),
+        )
+        .unwrap_err();
+    assert_eq!(refused.code(), "surface_changed_under_you", "{refused}");
+    assert!(refused.to_string().contains("A1"), "{refused}");
+    let repeat = client
+        .call(
+            OWNER,
+            a.id(),
+            "sheet_set_cell",
+            json!({"address": "A1", "value": "agent again"}),
+        )
+        .unwrap_err();
+    assert_eq!(repeat.code(), "surface_changed_under_you");
+    let state = page.state();
+    assert!(
+        state.to_string().contains("person"),
+        "the person's value stands: {state}"
+    );
+    let activity = human_plus_core::Activity::new("editing").target("A1");
+    client.announce(OWNER, a.id(), &activity).unwrap();
+    client.detach(OWNER, a.id()).unwrap();
+    client.shutdown();
+    page.leave();
+    true
 }

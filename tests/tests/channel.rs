@@ -59,6 +59,63 @@ macro_rules! channel_suite {
             fn two_agents() {
                 channel::two_agents::<$runtime>(&ChannelEnv::ours(&ChannelOptions::default()));
             }
+
+            // The same over sockudo, a real third-party Pusher-protocol
+            // server (skipped, said why, where the machine has none; CI
+            // requires it).
+            #[test]
+            fn sockudo_conversation() {
+                if let Some(env) = ChannelEnv::sockudo(&ChannelOptions::default()) {
+                    channel::conversation::<$runtime>(&env);
+                }
+            }
+
+            #[test]
+            fn sockudo_refusals() {
+                if let Some(env) = ChannelEnv::sockudo(&ChannelOptions::default()) {
+                    channel::refusals::<$runtime>(&env);
+                }
+            }
+
+            #[test]
+            fn sockudo_limits() {
+                if let Some(env) = ChannelEnv::sockudo(&ChannelOptions::default()) {
+                    channel::request_over_the_limit::<$runtime>(&env);
+                }
+                let options = ChannelOptions {
+                    extra_tools: 40,
+                    ..ChannelOptions::default()
+                };
+                if let Some(env) = ChannelEnv::sockudo(&options) {
+                    channel::reply_over_the_limit::<$runtime>(&env);
+                }
+            }
+
+            #[test]
+            fn sockudo_page_left() {
+                if let Some(env) = ChannelEnv::sockudo(&ChannelOptions::default()) {
+                    channel::page_left::<$runtime>(&env, false);
+                }
+                let options = ChannelOptions {
+                    presence: true,
+                    ..ChannelOptions::default()
+                };
+                if let Some(env) = ChannelEnv::sockudo(&options) {
+                    channel::page_left::<$runtime>(&env, true);
+                }
+            }
+
+            #[test]
+            fn sockudo_two_agents() {
+                if let Some(env) = ChannelEnv::sockudo(&ChannelOptions::default()) {
+                    channel::two_agents::<$runtime>(&env);
+                }
+            }
+
+            #[test]
+            fn echo_page_over_sockudo() {
+                channel::echo_page_conversation::<$runtime>();
+            }
         }
     };
 }
