@@ -160,6 +160,7 @@ pub(crate) async fn drive<T: OperationOutput>(
     let endpoint = Arc::new(op.endpoint().clone());
     let socket_endpoint = op.socket_endpoint().cloned();
     let mut socket = warm.as_mut().and_then(|w| w.socket.take());
+    let mut closing: Vec<Socket> = Vec::new();
     if socket.is_some() {
         warm = None;
     }
@@ -223,8 +224,11 @@ pub(crate) async fn drive<T: OperationOutput>(
                     }
                 }
                 Transmit::Socket(SocketTransmit::Close) => {
+                    // What it was asked to write goes first (the last
+                    // whisper of an operation that keeps no leg: an
+                    // announcement), before the outcome is handed back.
                     if let Some(s) = socket.take() {
-                        s.close();
+                        closing.push(s);
                     }
                 }
             }
@@ -234,6 +238,10 @@ pub(crate) async fn drive<T: OperationOutput>(
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
             if let Some(s) = socket.as_mut() {
                 s.flushed().await;
+            }
+            for mut s in closing.drain(..) {
+                s.flushed().await;
+                s.close();
             }
             if keep && socket.is_some() {
                 let kept = WarmStream {

@@ -24,6 +24,10 @@ use crate::transport::{Context, open_stream};
 /// The largest message read from a channel server.
 const MAX_MESSAGE: usize = 1024 * 1024;
 
+/// The longest an operation's end waits for its last messages to be
+/// written.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[derive(Debug)]
 enum Out {
     Text(String),
@@ -115,13 +119,17 @@ impl Socket {
     /// ended): what an operation that ends right after its last whisper
     /// (a notification) waits for, since nothing polls a kept socket
     /// between operations.
+    /// Bounded by [`FLUSH_WAIT`] (a server that reads nothing).
     pub(crate) async fn flushed(&mut self) {
-        std::future::poll_fn(|cx| {
+        let written = std::future::poll_fn(|cx| {
             if !self.poll(cx) || lock(&self.shared).outbox.is_empty() {
                 Poll::Ready(())
             } else {
                 Poll::Pending
             }
+        });
+        future::or(written, async {
+            Timer::after(FLUSH_WAIT).await;
         })
         .await;
     }
