@@ -867,3 +867,31 @@ fn over_a_failing_channel_never_twice_and_every_answer_true() {
         "every branch was exercised: {c:?}"
     );
 }
+
+#[test]
+fn an_announcement_on_a_fresh_attachment_joins_the_channel_first() {
+    let mut ch = Channel::new(&private());
+    let (rec, owner, config) = setup(&private(), false);
+    let op = Operation::announce(
+        rec,
+        &owner,
+        &Activity::new("editing"),
+        &config,
+        entropy(2),
+        ch.now,
+    )
+    .unwrap();
+    let outcome = ch.run(op);
+    outcome.result.unwrap();
+    assert!(outcome.acted);
+    assert_eq!(ch.opens, 1);
+    assert!(
+        ch.methods.iter().any(|m| m.contains("activity")),
+        "{:?}",
+        ch.methods
+    );
+    assert!(
+        !ch.socket_open,
+        "a cold announcement closes its socket after the whisper"
+    );
+}

@@ -191,7 +191,15 @@ pub(crate) fn drive<T: OperationOutput>(
                     };
                     // Opened here, on the driver's thread: nothing else of
                     // the operation is in flight while its channel opens.
-                    let event = match ChannelSocket::open(net, ep, &url, deadline) {
+                    let resolver = VettingResolver {
+                        endpoint: Arc::clone(ep),
+                        resolver: Arc::clone(&net.settings.resolver),
+                    };
+                    let opened = net.connector(ep).and_then(|connector| {
+                        let budget = net.settings.connect_timeout;
+                        ChannelSocket::open(&connector, &resolver, budget, &url, deadline)
+                    });
+                    let event = match opened {
                         Ok(s) => {
                             socket = Some(s);
                             SocketEvent::Opened

@@ -7,16 +7,14 @@
 //! The core decides everything said on it; this only moves the messages.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use human_plus_core::{Error, RelayEndpoint, SocketEvent, TransportError, TransportErrorKind};
+use human_plus_core::{Error, SocketEvent, TransportError, TransportErrorKind};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
-use crate::driver::Net;
 use crate::resolve::VettingResolver;
-use crate::transport::Io;
+use crate::transport::{Io, RelayConnector};
 
 /// The largest message read from a channel server.
 const MAX_MESSAGE: usize = 1024 * 1024;
@@ -54,26 +52,19 @@ impl ChannelSocket {
     /// Opens the WebSocket at `url` on `endpoint` (its vetted addresses,
     /// its egress proxy, TLS as it says), by `deadline`.
     pub(crate) fn open(
-        net: &Net,
-        endpoint: &Arc<RelayEndpoint>,
+        connector: &RelayConnector,
+        resolver: &VettingResolver,
+        connect_timeout: Duration,
         url: &str,
         deadline: Instant,
     ) -> Result<ChannelSocket, Error> {
-        let resolver = VettingResolver {
-            endpoint: Arc::clone(endpoint),
-            resolver: Arc::clone(&net.settings.resolver),
-        };
-        let budget = net
-            .settings
-            .connect_timeout
-            .min(deadline.saturating_duration_since(Instant::now()));
+        let budget = connect_timeout.min(deadline.saturating_duration_since(Instant::now()));
         let ips = resolver.vetted(budget)?;
-        let port = endpoint.port();
+        let port = connector.endpoint.port();
         let vetted: Vec<SocketAddr> = ips
             .into_iter()
             .map(|ip| SocketAddr::new(ip, port))
             .collect();
-        let connector = net.connector(endpoint)?;
         let io = connector.open(&vetted, deadline)?;
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -150,6 +150,7 @@ pub(crate) async fn drive<T: OperationOutput>(
     // The relay's kept stream, or the channel's socket.
     let mut relay: Option<(Aborting, mpsc::Receiver<Event>)> = None;
     let mut socket: Option<Socket> = None;
+    let mut closing: Vec<Socket> = Vec::new();
     match warm.map(|w| w.kept) {
         Some(Kept::Relay { task, rx }) => relay = Some((task, rx)),
         Some(Kept::Channel(s)) => socket = Some(s),
@@ -206,12 +207,20 @@ pub(crate) async fn drive<T: OperationOutput>(
                 Transmit::Socket(SocketTransmit::Close) => {
                     if let Some(s) = socket.take() {
                         tracing::debug!("channel socket closed");
-                        s.close();
+                        closing.push(s);
                     }
                 }
             }
         }
         if let Some(outcome) = op.poll_outcome() {
+            // What the operation whispered last is written before its
+            // outcome is handed back (a process may exit right after).
+            if let Some(s) = socket.as_ref() {
+                s.flushed().await;
+            }
+            for s in closing.drain(..) {
+                s.close().await;
+            }
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
             let kept = if !keep {
                 None

@@ -26,10 +26,16 @@ const EVENT_QUEUE: usize = 256;
 /// How long a close handshake may take.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
+/// The longest an operation's end waits for its last messages to be
+/// written.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
 /// What the driver asks of the socket's task.
 #[derive(Debug)]
 enum Out {
     Text(String),
+    /// Answered once everything before it was written.
+    Flush(tokio::sync::oneshot::Sender<()>),
     Close,
 }
 
@@ -62,9 +68,22 @@ impl Socket {
         let _ = self.out.send(Out::Text(text));
     }
 
-    /// Closes the socket; nothing more is reported.
-    pub(crate) fn close(self) {
+    /// Resolves once everything queued so far was written (bounded by
+    /// [`FLUSH_WAIT`]): what an operation's last whisper (an announcement)
+    /// waits for before its outcome, so a process that exits right after
+    /// does not lose it.
+    pub(crate) async fn flushed(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.out.send(Out::Flush(tx)).is_ok() {
+            let _ = tokio::time::timeout(FLUSH_WAIT, rx).await;
+        }
+    }
+
+    /// Closes the socket after what was queued; resolves once closed
+    /// (bounded by [`FLUSH_WAIT`]). Nothing more is reported.
+    pub(crate) async fn close(mut self) {
         let _ = self.out.send(Out::Close);
+        let _ = tokio::time::timeout(FLUSH_WAIT, &mut self.task).await;
     }
 
     /// Whether its task ended (the socket is closed).
@@ -139,6 +158,9 @@ async fn run(
                         let _ = tx.send((SocketEvent::Closed(None), now())).await;
                         return;
                     }
+                }
+                Some(Out::Flush(done)) => {
+                    let _ = done.send(());
                 }
                 Some(Out::Close) | None => {
                     let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(None)).await;

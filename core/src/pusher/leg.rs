@@ -75,6 +75,9 @@ pub(crate) struct ChannelLeg {
     told_open: bool,
     /// The POSTs whose whispers wait in the channel's queue, in order.
     posts: VecDeque<RequestId>,
+    /// Frames asked for before the channel was joined (a notification
+    /// needs no leg of its own): whispered once it is.
+    unjoined: VecDeque<(RequestId, String)>,
     auth: Option<AuthInFlight>,
     next_auth: u64,
     out: VecDeque<Transmit>,
@@ -101,6 +104,7 @@ impl ChannelLeg {
             events: None,
             told_open: false,
             posts: VecDeque::new(),
+            unjoined: VecDeque::new(),
             auth: None,
             next_auth: AUTH_IDS,
             out: VecDeque::new(),
@@ -154,7 +158,7 @@ impl ChannelLeg {
         match transmit {
             Transmit::Request(req) => match req.leg {
                 Leg::Events | Leg::Poll => self.take_leg(req.id, now),
-                Leg::Post => self.take_post(req.id, req.body.as_deref()),
+                Leg::Post => self.take_post(req.id, req.body.as_deref(), now),
             },
             Transmit::Cancel(id) => self.cancel(id),
             Transmit::Release(_) | Transmit::Connect(_) | Transmit::Socket(_) => {}
@@ -206,7 +210,7 @@ impl ChannelLeg {
         }
     }
 
-    fn take_post(&mut self, id: RequestId, body: Option<&[u8]>) {
+    fn take_post(&mut self, id: RequestId, body: Option<&[u8]>, now: Instant) {
         let Some(body) = body else {
             // `unregister`: a channel has no such route; leaving is closing.
             self.to_op.push_back((id, HttpEvent::Head(200)));
@@ -221,6 +225,35 @@ impl ChannelLeg {
             let e = Error::Protocol(ProtocolError::MalformedResult);
             self.to_op.push_back((id, not_sent(e)));
             return;
+        };
+        let joined = self
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.state() == PusherState::Subscribed);
+        if !joined {
+            // A notification goes out without waiting for a leg: over a
+            // channel it waits for the join (opened now if need be).
+            match self.conn.as_ref().map(PusherChannel::state) {
+                Some(PusherState::Refused) => {
+                    let e = Error::AttachmentUnauthorized(Unauthorized::Channel);
+                    self.to_op.push_back((id, not_sent(e)));
+                }
+                Some(PusherState::Closed) | None => {
+                    self.open(now);
+                    self.unjoined.push_back((id, text.to_owned()));
+                }
+                Some(_) => self.unjoined.push_back((id, text.to_owned())),
+            }
+            return;
+        }
+        self.whisper(id, text);
+    }
+
+    /// Queues a whisper for the POST `id` on the joined channel.
+    fn whisper(&mut self, id: RequestId, text: &str) {
+        let not_sent = |error| HttpEvent::NotSent {
+            error,
+            kept_connection: false,
         };
         let Some(conn) = self.conn.as_mut() else {
             self.to_op.push_back((id, not_sent(not_joined())));
@@ -252,6 +285,8 @@ impl ChannelLeg {
             self.events = None;
             self.told_open = false;
             self.close();
+        } else if let Some(i) = self.unjoined.iter().position(|(p, _)| *p == id) {
+            self.unjoined.remove(i);
         } else if let Some(i) = self.posts.iter().position(|p| *p == id) {
             // Given up before the rate limit let it go: it never leaves.
             self.posts.remove(i);
@@ -278,12 +313,25 @@ impl ChannelLeg {
         }
         self.posts.clear();
         self.auth = None;
+        self.fail_unjoined(&not_joined());
+    }
+
+    /// The frames waiting for a join that will not come: never sent.
+    fn fail_unjoined(&mut self, error: &Error) {
+        for (id, _) in std::mem::take(&mut self.unjoined) {
+            let event = HttpEvent::NotSent {
+                error: error.clone(),
+                kept_connection: false,
+            };
+            self.to_op.push_back((id, event));
+        }
     }
 
     /// The leg cannot carry replies: its request ends with `error` (as
     /// [`HttpEvent::NotSent`] while it never opened, else failed), and the
     /// socket is closed.
     fn fail_leg(&mut self, error: Error, close: bool) {
+        self.fail_unjoined(&error);
         if close {
             self.close();
         }
@@ -400,6 +448,7 @@ impl ChannelLeg {
                 self.conn = None;
                 self.posts.clear();
                 self.auth = None;
+                self.fail_unjoined(&error);
                 self.fail_leg(error, false);
                 return;
             }
@@ -449,6 +498,9 @@ impl ChannelLeg {
                     });
                 }
                 PusherEvent::Subscribed => {
+                    for (id, text) in std::mem::take(&mut self.unjoined) {
+                        self.whisper(id, &text);
+                    }
                     if self.page_absent() {
                         self.fail_leg(Error::Channel(ChannelError::PageLeft { call: None }), false);
                     } else if let Some(id) = self.events.filter(|_| !self.told_open) {
@@ -498,6 +550,7 @@ impl ChannelLeg {
                         self.to_op.push_back((id, event));
                     }
                     self.auth = None;
+                    self.fail_unjoined(&e);
                     self.ended = Some(Ended::Closed(reason));
                     self.fail_leg(e, false);
                     return;

@@ -6,7 +6,7 @@
 //!
 //! One task owns the socket and the machine. It answers every `client-mcp`
 //! whisper that is a request with the same code the HTTP legs use
-//! ([`Inner::answer`]) and whispers the reply back; other tasks (the
+//! (`Page::answer`) and whispers the reply back; other tasks (the
 //! person, [`DemoSurface::notify`](super::DemoSurface::notify)) hand it
 //! frames to whisper through a command queue. A connection the server
 //! closes is opened again (a new socket, a new signature), as pusher-js
@@ -29,8 +29,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 
 use super::client::{Client, Io};
+use super::client::{MAX_BACKOFF, POST_TIMEOUT};
 use super::error::SurfaceError;
-use super::{Inner, MAX_BACKOFF, POST_TIMEOUT};
 use crate::broker::lock;
 
 /// The page's default client-event budget: 100 per second (sockudo's
@@ -168,7 +168,26 @@ pub(super) struct ChannelRecord {
     pub(super) user_id: Option<String>,
 }
 
-/// The channel leg as [`Inner`] holds it.
+/// What the channel leg needs of the page it carries (the demo surface's
+/// shared state implements it): its answers, its records, its end.
+pub(super) trait Page: Send + Sync + 'static {
+    /// The page's reply to a frame (`None` for a notification or a reply).
+    fn answer(&self, frame: &str) -> Option<Value>;
+    /// The page ended, for `reason`.
+    fn end(&self, reason: &str);
+    /// Wakes whoever waits on the page's records.
+    fn changed(&self);
+    /// The channel leg's link, when the page is on a channel.
+    fn link(&self) -> Option<&ChannelLink>;
+    /// The bearer token (for the auth bridge only).
+    fn token(&self) -> &str;
+    /// The agents present now (the page's own id left out).
+    fn set_peers(&self, peers: std::collections::BTreeSet<String>);
+    /// One agent joined (`true`) or left.
+    fn peer(&self, user: String, present: bool);
+}
+
+/// The channel leg as the page holds it.
 pub(super) struct ChannelLink {
     pub(super) commands: mpsc::UnboundedSender<Command>,
     pub(super) record: std::sync::Mutex<ChannelRecord>,
@@ -220,7 +239,7 @@ enum Ended {
 /// The socket's task: joins, answers, reconnects. `ready` hears the first
 /// join's outcome.
 pub(super) async fn run(
-    inner: Arc<Inner>,
+    inner: Arc<dyn Page>,
     plan: ChannelPlan,
     mut commands: mpsc::UnboundedReceiver<Command>,
     ready: oneshot::Sender<Result<(), SurfaceError>>,
@@ -228,10 +247,10 @@ pub(super) async fn run(
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(100);
     loop {
-        let joins = link(&inner).map_or(0, |l| lock(&l.record).joins);
+        let joins = link(inner.as_ref()).map_or(0, |l| lock(&l.record).joins);
         let ended = connection(&inner, &plan, &mut commands, &mut ready).await;
-        set_joined(&inner, false);
-        if link(&inner).map_or(0, |l| lock(&l.record).joins) > joins {
+        set_joined(inner.as_ref(), false);
+        if link(inner.as_ref()).map_or(0, |l| lock(&l.record).joins) > joins {
             // This connection had joined: the back-off starts again.
             backoff = Duration::from_millis(100);
         }
@@ -249,10 +268,10 @@ pub(super) async fn run(
                 backoff
             }
             Ended::Closed(why) => {
-                if let Some(l) = link(&inner) {
+                if let Some(l) = link(inner.as_ref()) {
                     push_bounded(&mut lock(&l.record).closes, why);
                 }
-                inner.changed.notify_waiters();
+                inner.changed();
                 if let Some(ready) = ready.take() {
                     let _ = ready.send(Err(SurfaceError::Channel(why.to_string())));
                     return inner.end("could_not_join");
@@ -286,11 +305,11 @@ pub(super) async fn run(
     }
 }
 
-fn link(inner: &Inner) -> Option<&ChannelLink> {
-    inner.channel.as_ref()
+fn link(inner: &dyn Page) -> Option<&ChannelLink> {
+    inner.link()
 }
 
-fn set_joined(inner: &Inner, joined: bool) {
+fn set_joined(inner: &dyn Page, joined: bool) {
     if let Some(l) = link(inner) {
         lock(&l.record).joined = joined;
     }
@@ -327,7 +346,7 @@ fn user_id(v: &Value) -> Option<String> {
 /// One connection, from the handshake to its close.
 #[allow(clippy::too_many_lines)]
 async fn connection(
-    inner: &Arc<Inner>,
+    inner: &Arc<dyn Page>,
     plan: &ChannelPlan,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     ready: &mut Option<oneshot::Sender<Result<(), SurfaceError>>>,
@@ -370,7 +389,7 @@ async fn connection(
                         .bridge
                         .post_form_bearer(
                             &plan.bridge_target,
-                            &inner.token,
+                            inner.token(),
                             request.form_body(),
                             POST_TIMEOUT,
                         )
@@ -393,7 +412,7 @@ async fn connection(
                             .channel_data()
                             .and_then(|cd| serde_json::from_str::<Value>(cd).ok())
                             .and_then(|v| v.get("user_id").and_then(user_id));
-                        if let Some(l) = link(inner) {
+                        if let Some(l) = link(inner.as_ref()) {
                             lock(&l.record).user_id = own;
                         }
                         machine
@@ -407,7 +426,7 @@ async fn connection(
                 }
                 PusherEvent::Subscribed => {
                     joined = true;
-                    let own = link(inner).and_then(|l| {
+                    let own = link(inner.as_ref()).and_then(|l| {
                         let mut record = lock(&l.record);
                         record.joins += 1;
                         record.joined = true;
@@ -416,19 +435,19 @@ async fn connection(
                     {
                         // The members present when the page joined (the
                         // subscription's roster), the page itself left out.
-                        let mut sheet = lock(&inner.sheet);
-                        sheet.peers = machine.members().clone();
+                        let mut peers = machine.members().clone();
                         if let Some(own) = own {
-                            sheet.peers.remove(&own);
+                            peers.remove(&own);
                         }
+                        inner.set_peers(peers);
                     }
-                    inner.changed.notify_waiters();
+                    inner.changed();
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(Ok(()));
                     }
                 }
                 PusherEvent::SubscriptionRefused(e) => {
-                    if let Some(l) = link(inner) {
+                    if let Some(l) = link(inner.as_ref()) {
                         push_bounded(&mut lock(&l.record).errors, e.clone());
                     }
                     let _ = ws.close(None).await;
@@ -447,32 +466,32 @@ async fn connection(
                                     limit,
                                     "a reply over the page's limit was dropped"
                                 );
-                                if let Some(l) = link(inner) {
+                                if let Some(l) = link(inner.as_ref()) {
                                     lock(&l.record).dropped_replies += 1;
                                 }
-                                inner.changed.notify_waiters();
+                                inner.changed();
                             }
                             Err(error) => tracing::debug!(%error, "a reply could not be whispered"),
                         }
                     }
                 }
                 PusherEvent::MemberAdded(user) => {
-                    let own = link(inner).and_then(|l| lock(&l.record).user_id.clone());
+                    let own = link(inner.as_ref()).and_then(|l| lock(&l.record).user_id.clone());
                     if own.as_deref() != Some(user.as_str()) {
-                        lock(&inner.sheet).peers.insert(user);
+                        inner.peer(user, true);
                     }
-                    inner.changed.notify_waiters();
+                    inner.changed();
                 }
                 PusherEvent::MemberRemoved(user) => {
-                    lock(&inner.sheet).peers.remove(&user);
-                    inner.changed.notify_waiters();
+                    inner.peer(user, false);
+                    inner.changed();
                 }
                 PusherEvent::ServerError(e) => {
                     tracing::debug!(error = %e, "the channel server refused something the page sent");
-                    if let Some(l) = link(inner) {
+                    if let Some(l) = link(inner.as_ref()) {
                         push_bounded(&mut lock(&l.record).errors, e);
                     }
-                    inner.changed.notify_waiters();
+                    inner.changed();
                 }
                 PusherEvent::Closed(why) => {
                     if let Some(tx) = leaving

@@ -16,6 +16,11 @@ use tokio::net::TcpStream;
 
 use super::error::SurfaceError;
 
+/// Timeout of a POST to the relay (and of the auth bridge's request).
+pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait between reconnection attempts of a receive leg or channel.
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connected byte stream (TCP, or TLS over it).

@@ -72,8 +72,8 @@ use tokio::time::Instant;
 
 use crate::broker::lock;
 use crate::wire::encode_component;
-use channel::{ChannelLink, ChannelPlan, ChannelSettings};
-use client::{Client, SseReader};
+use channel::{ChannelLink, ChannelPlan, ChannelSettings, Page};
+use client::{Client, MAX_BACKOFF, POST_TIMEOUT, SseReader};
 pub use error::SurfaceError;
 use error::status_error;
 pub use record::{Actor, CallOutcome, CallRecord, Change, Notification};
@@ -82,10 +82,6 @@ use sheet::{Behaviour, Sheet};
 
 /// Largest SSE line or event the surface accepts (bigger ones are skipped).
 const SSE_BUDGET: usize = 8 * 1024 * 1024;
-/// Timeout of a POST to the relay.
-const POST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest wait between reconnection attempts of the receive leg.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// A surface that lies: given each request's method and params and the
 /// reply the demo surface would post, returns the reply to post instead.
@@ -495,7 +491,12 @@ impl DemoSurfaceBuilder {
         });
         if let (Some(plan), Some(commands)) = (plan, commands) {
             let (ready, joined) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(channel::run(Arc::clone(&inner), plan, commands, ready));
+            let task = tokio::spawn(channel::run(
+                Arc::clone(&inner) as Arc<dyn Page>,
+                plan,
+                commands,
+                ready,
+            ));
             match joined.await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {
@@ -1295,5 +1296,40 @@ impl Person {
         let revision = lock(&self.inner.sheet).delete_row(Actor::Human, row)?;
         self.inner.changed.notify_waiters();
         Ok(revision)
+    }
+}
+
+impl Page for Inner {
+    fn answer(&self, frame: &str) -> Option<Value> {
+        Inner::answer(self, frame)
+    }
+
+    fn end(&self, reason: &str) {
+        Inner::end(self, reason);
+    }
+
+    fn changed(&self) {
+        self.changed.notify_waiters();
+    }
+
+    fn link(&self) -> Option<&ChannelLink> {
+        self.channel.as_ref()
+    }
+
+    fn token(&self) -> &str {
+        &self.token
+    }
+
+    fn set_peers(&self, peers: std::collections::BTreeSet<String>) {
+        lock(&self.sheet).peers = peers;
+    }
+
+    fn peer(&self, user: String, present: bool) {
+        let mut sheet = lock(&self.sheet);
+        if present {
+            sheet.peers.insert(user);
+        } else {
+            sheet.peers.remove(&user);
+        }
     }
 }
