@@ -138,12 +138,52 @@ pub enum AuthMode {
     Bearer,
 }
 
+/// How the demo's agent reaches the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum DemoTransport {
+    /// The HTTP relay, replies on a Server-Sent Events stream (also
+    /// spelled `relay`).
+    #[default]
+    #[value(alias = "relay")]
+    Sse,
+    /// The HTTP relay, replies by long-poll.
+    Poll,
+    /// A Pusher-protocol private channel (what Laravel Reverb serves):
+    /// the project's own channel server, the host app's auth bridge and
+    /// the page on the channel, all in-process on loopback.
+    Reverb,
+}
+
+impl DemoTransport {
+    /// The name used on the command line.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DemoTransport::Sse => "sse",
+            DemoTransport::Poll => "poll",
+            DemoTransport::Reverb => "reverb",
+        }
+    }
+
+    /// The relay's receive leg; `None` over a channel.
+    #[must_use]
+    pub fn relay_leg(self) -> Option<Transport> {
+        match self {
+            DemoTransport::Sse => Some(Transport::Sse),
+            DemoTransport::Poll => Some(Transport::Poll),
+            DemoTransport::Reverb => None,
+        }
+    }
+}
+
 /// `demo` options.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// How replies come back from the relay.
+    /// How the agent reaches the page: the HTTP relay with replies on an
+    /// event stream (`sse`, also `relay`) or by long-poll (`poll`), or a
+    /// Reverb (Pusher-protocol) channel (`reverb`; not with --web).
     #[arg(long, value_enum, default_value_t)]
-    pub transport: Transport,
+    pub transport: DemoTransport,
     /// Which runtime crate drives the traffic.
     #[arg(long, value_enum, default_value_t)]
     pub runtime: RuntimeKind,
@@ -337,6 +377,18 @@ pub struct TransportArgs {
         help_heading = "Transport"
     )]
     pub timeout: f64,
+    /// Over a Reverb channel: the channel server's limit on one WebSocket
+    /// message, in bytes (Reverb's `max_message_size`, 10000 by default). A
+    /// request over it is refused here and never sent (`channel_limit`).
+    /// No effect on an HTTP relay.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = human_plus_core::DEFAULT_MAX_MESSAGE_BYTES,
+        value_parser = clap::value_parser!(usize),
+        help_heading = "Transport"
+    )]
+    pub channel_limit: usize,
 }
 
 /// The options every relay-facing command shares: the invitation (flags,
