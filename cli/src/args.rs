@@ -322,11 +322,13 @@ pub struct LinkSourceArgs {
 /// Egress: which relay hosts and ports may be reached, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct EgressArgs {
-    /// Declare a relay host (repeatable). Egress is never implied by the
-    /// relay URL.
+    /// Declare a host (repeatable): the relay's, or for a link naming a
+    /// Reverb channel both the channel server's and the auth bridge's.
+    /// Egress is never implied by a link.
     #[arg(long, value_name = "HOST", help_heading = "Egress")]
     pub allow_host: Vec<String>,
-    /// Declare a relay port (repeatable; default 443).
+    /// Declare a port (repeatable; default 443): for a Reverb channel,
+    /// both the channel server's and the auth bridge's.
     #[arg(long, value_name = "PORT", help_heading = "Egress")]
     pub allow_port: Vec<u16>,
     /// Send relay traffic through this HTTP CONNECT proxy (http://HOST:PORT).
@@ -405,7 +407,8 @@ pub struct ConnectArgs {
     #[command(flatten)]
     pub link: LinkSourceArgs,
     /// The relay's base URL (https://..., or http://127.0.0.1:PORT with
-    /// --allow-insecure-loopback).
+    /// --allow-insecure-loopback). HTTP relay only: a page on a Reverb
+    /// channel is named by its link (or a profile `join` saved from it).
     #[arg(long, value_name = "URL", help_heading = "Invitation")]
     pub relay: Option<String>,
     /// The session id of the invitation.

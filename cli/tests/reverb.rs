@@ -42,7 +42,7 @@ fn with_egress<'a>(env_args: &'a [String], args: &[&'a str]) -> Vec<&'a str> {
 fn tools_call_and_changes_take_a_reverb_link_in_every_runtime() {
     let env = ChannelEnv::private();
     let egress = env.egress_args();
-    for runtime in RUNTIMES {
+    for (done, runtime) in RUNTIMES.into_iter().enumerate() {
         let tools = env.run(&with_egress(
             &egress,
             &["tools", "--every-tool", "--runtime", runtime],
@@ -77,7 +77,46 @@ fn tools_call_and_changes_take_a_reverb_link_in_every_runtime() {
         ));
         assert_eq!(changes.code, 0, "{runtime}: {changes:?}");
         assert_token_kept(&env, &changes);
+
+        let announce = env.run(&with_egress(
+            &egress,
+            &[
+                "announce",
+                "editing",
+                "--target",
+                "B4",
+                "--runtime",
+                runtime,
+            ],
+        ));
+        assert_eq!(announce.code, 0, "{runtime}: {announce:?}");
+        assert_token_kept(&env, &announce);
+        let seen = env.rt.block_on(
+            env.page()
+                .wait_for(Duration::from_secs(10), |p| p.activity().len() > done),
+        );
+        assert!(seen, "{runtime}: the page saw the announcement");
     }
+
+    // probe: what the surface really does, over the channel.
+    let probe = env.run(&with_egress(
+        &egress,
+        &[
+            "probe",
+            "--read",
+            "sheet_get_cell",
+            "--args",
+            r#"{"address":"A2"}"#,
+            "--json",
+        ],
+    ));
+    assert_eq!(probe.code, 0, "{probe:?}");
+    let report: Value = serde_json::from_str(&probe.stdout).unwrap();
+    assert_eq!(
+        report["conflict_detection"]["stale_pin"], "refused",
+        "{report}"
+    );
+    assert_token_kept(&env, &probe);
     // Nothing but the channel's own requests reached the channel server.
     assert!(
         env.server()
@@ -371,6 +410,11 @@ fn join_saves_a_reverb_profile_that_every_command_uses() {
     ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("Apples"), "{run:?}");
+
+    // review: nothing changed since join.
+    let run = from_profile(&["review", "rv", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_token_kept(&env, &run);
 
     // status lists it from its files, and probes it through the channel.
     let run = from_profile(&["status"]);
