@@ -382,6 +382,7 @@ fn join_saves_a_reverb_profile_that_every_command_uses() {
         format!("channel: {}", env.channel),
         format!("server:  ws://127.0.0.1 port {}", env.ws_port),
         format!("auth:    http://127.0.0.1 port {}", env.auth_port),
+        "token:   sent only to the auth bridge".to_owned(),
         "egress:  declared by the flags given".to_owned(),
         "sheet_set_cell".to_owned(),
         "Saved profile rv".to_owned(),

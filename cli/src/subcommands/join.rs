@@ -390,11 +390,15 @@ pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> S
         );
         let _ = writeln!(
             out,
-            "  auth:    {}://{} port {}{} (the host app's auth bridge; the token goes only there)",
+            "  auth:    {}://{} port {}{}",
             if auth_plain { "http" } else { "https" },
             printable(&channel.auth_host()),
             channel.auth_port(),
             plain(!auth_plain)
+        );
+        let _ = writeln!(
+            out,
+            "  token:   sent only to the auth bridge (Authorization: Bearer), never to the channel server or in a URL"
         );
         for note in link.notes() {
             let _ = writeln!(out, "  note:    {note}");
