@@ -30,8 +30,9 @@ pub enum Command {
     /// Run a relay and a demo sheet in-process on loopback and narrate the
     /// whole story: hostile invitations refused, trust, discovery, a stale
     /// write refused, the change feed, a successful write. Needs nothing set
-    /// up. With --web, the story plays in your browser and you are the
-    /// person.
+    /// up. With --transport reverb, over a Pusher-protocol channel server,
+    /// an auth bridge and the sheet on a private channel instead. With
+    /// --web, the story plays in your browser and you are the person.
     Demo(DemoArgs),
     /// Run a local relay until Ctrl-C, for dogfooding (it speaks the
     /// protocol of the Fancy Node relay, agent-integrations-relay).

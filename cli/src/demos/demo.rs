@@ -122,10 +122,15 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "\nDone in {:.1} s ({} runtime, {} transport). Next: `human-plus relay`, `human-plus surface` and `human-plus mcp` put your own agent in this seat.",
+        "\nDone in {:.1} s ({} runtime, {} transport). Next: {}",
         started.elapsed().as_secs_f64(),
         args.runtime.as_str(),
-        args.transport.as_str()
+        args.transport.as_str(),
+        if args.transport == DemoTransport::Reverb {
+            "`human-plus join` with a page's Reverb link (reverb=…&auth=…) and `human-plus mcp` put your own agent in this seat."
+        } else {
+            "`human-plus relay`, `human-plus surface` and `human-plus mcp` put your own agent in this seat."
+        }
     );
     let _ = out.flush();
     Ok(())

@@ -69,7 +69,7 @@ Exit codes:
    8  timeout: no correlated reply in time (timeout, call_timeout; over a channel, the page may have left)
    9  other relay, protocol or transport failure (relay_failed, protocol_error, transport_failed, channel_closed, channel_auth_invalid)
   10  the tool reported an error (tool_error, surface_error)
-  11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
+  11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown; over a channel also page_left, channel_closed with the call in flight)
   12  the egress proxy wants credentials, or refused them: HTTP 407 (proxy_auth_required)
   13  over a Reverb channel: the request is over the channel's message limit, refused here, not sent (channel_limit)
   14  over a Reverb presence channel: the page left the channel, nobody is there to answer (page_left)
