@@ -412,6 +412,30 @@ fn join_saves_a_reverb_profile_that_every_command_uses() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("Apples"), "{run:?}");
 
+    // The bridge from the profile, as a client's entry starts it.
+    let mut cmd = tokio::process::Command::new(common::BIN);
+    cmd.args(["mcp", "--profile", "rv"])
+        .env("HUMAN_PLUS_CONFIG_DIR", &config)
+        .env_remove("HUMAN_PLUS_INVITATION")
+        .env_remove("HUMAN_PLUS_TOKEN");
+    env.rt.block_on(async {
+        let io = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+        let step = Duration::from_secs(60);
+        let client = tokio::time::timeout(step, ().serve(io))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(client.list_all_tools().await.unwrap().len() >= 6);
+        let read =
+            common::call_tool(&client, "sheet_get_cell", json!({"address": "A3"}), step).await;
+        assert!(
+            common::text(&read).contains("Pears"),
+            "{}",
+            common::text(&read)
+        );
+        client.cancel().await.unwrap();
+    });
+
     // review: nothing changed since join.
     let run = from_profile(&["review", "rv", "--json"]);
     assert_eq!(run.code, 0, "{run:?}");
