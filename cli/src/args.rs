@@ -30,8 +30,9 @@ pub enum Command {
     /// Run a relay and a demo sheet in-process on loopback and narrate the
     /// whole story: hostile invitations refused, trust, discovery, a stale
     /// write refused, the change feed, a successful write. Needs nothing set
-    /// up. With --web, the story plays in your browser and you are the
-    /// person.
+    /// up. With --transport reverb, over a Pusher-protocol channel server,
+    /// an auth bridge and the sheet on a private channel instead. With
+    /// --web, the story plays in your browser and you are the person.
     Demo(DemoArgs),
     /// Run a local relay until Ctrl-C, for dogfooding (it speaks the
     /// protocol of the Fancy Node relay, agent-integrations-relay).
@@ -138,12 +139,52 @@ pub enum AuthMode {
     Bearer,
 }
 
+/// How the demo's agent reaches the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum DemoTransport {
+    /// The HTTP relay, replies on a Server-Sent Events stream (also
+    /// spelled `relay`).
+    #[default]
+    #[value(alias = "relay")]
+    Sse,
+    /// The HTTP relay, replies by long-poll.
+    Poll,
+    /// A Pusher-protocol private channel (what Laravel Reverb serves):
+    /// the project's own channel server, the host app's auth bridge and
+    /// the page on the channel, all in-process on loopback.
+    Reverb,
+}
+
+impl DemoTransport {
+    /// The name used on the command line.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DemoTransport::Sse => "sse",
+            DemoTransport::Poll => "poll",
+            DemoTransport::Reverb => "reverb",
+        }
+    }
+
+    /// The relay's receive leg; `None` over a channel.
+    #[must_use]
+    pub fn relay_leg(self) -> Option<Transport> {
+        match self {
+            DemoTransport::Sse => Some(Transport::Sse),
+            DemoTransport::Poll => Some(Transport::Poll),
+            DemoTransport::Reverb => None,
+        }
+    }
+}
+
 /// `demo` options.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// How replies come back from the relay.
+    /// How the agent reaches the page: the HTTP relay with replies on an
+    /// event stream (`sse`, also `relay`) or by long-poll (`poll`), or a
+    /// Reverb (Pusher-protocol) channel (`reverb`; not with --web).
     #[arg(long, value_enum, default_value_t)]
-    pub transport: Transport,
+    pub transport: DemoTransport,
     /// Which runtime crate drives the traffic.
     #[arg(long, value_enum, default_value_t)]
     pub runtime: RuntimeKind,
@@ -282,11 +323,13 @@ pub struct LinkSourceArgs {
 /// Egress: which relay hosts and ports may be reached, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct EgressArgs {
-    /// Declare a relay host (repeatable). Egress is never implied by the
-    /// relay URL.
+    /// Declare a host (repeatable): the relay's, or for a link naming a
+    /// Reverb channel both the channel server's and the auth bridge's.
+    /// Egress is never implied by a link.
     #[arg(long, value_name = "HOST", help_heading = "Egress")]
     pub allow_host: Vec<String>,
-    /// Declare a relay port (repeatable; default 443).
+    /// Declare a port (repeatable; default 443): for a Reverb channel,
+    /// both the channel server's and the auth bridge's.
     #[arg(long, value_name = "PORT", help_heading = "Egress")]
     pub allow_port: Vec<u16>,
     /// Send relay traffic through this HTTP CONNECT proxy (http://HOST:PORT).
@@ -337,6 +380,18 @@ pub struct TransportArgs {
         help_heading = "Transport"
     )]
     pub timeout: f64,
+    /// Over a Reverb channel: the channel server's limit on one WebSocket
+    /// message, in bytes (Reverb's `max_message_size`, 10000 by default). A
+    /// request over it is refused here and never sent (`channel_limit`).
+    /// No effect on an HTTP relay.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = human_plus_core::DEFAULT_MAX_MESSAGE_BYTES,
+        value_parser = clap::value_parser!(usize),
+        help_heading = "Transport"
+    )]
+    pub channel_limit: usize,
 }
 
 /// The options every relay-facing command shares: the invitation (flags,
@@ -353,7 +408,8 @@ pub struct ConnectArgs {
     #[command(flatten)]
     pub link: LinkSourceArgs,
     /// The relay's base URL (https://..., or http://127.0.0.1:PORT with
-    /// --allow-insecure-loopback).
+    /// --allow-insecure-loopback). HTTP relay only: a page on a Reverb
+    /// channel is named by its link (or a profile `join` saved from it).
     #[arg(long, value_name = "URL", help_heading = "Invitation")]
     pub relay: Option<String>,
     /// The session id of the invitation.

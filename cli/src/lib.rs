@@ -112,7 +112,16 @@ fn mcp_main(args: &args::McpArgs) -> Result<(), Failure> {
             connection.attachment.invitation().surface_id()
         )),
         args.connect.transport.runtime.as_str(),
-        args.connect.transport.transport.as_str(),
+        if connection
+            .attachment
+            .invitation()
+            .transport()
+            .is_http_relay()
+        {
+            args.connect.transport.transport.as_str()
+        } else {
+            "reverb"
+        },
         follow
             .profile_name()
             .map(|name| format!(", following profile {name}"))

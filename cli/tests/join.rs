@@ -1157,6 +1157,54 @@ fn a_link_pasted_at_the_prompt_is_never_echoed() {
     std::fs::remove_dir_all(&config).unwrap();
 }
 
+/// A link naming a Reverb channel, pasted at the prompt: never echoed, its
+/// channel and both hosts shown instead, the profile saved with the
+/// channel.
+#[cfg(unix)]
+#[test]
+fn a_reverb_link_pasted_at_the_prompt_is_never_echoed() {
+    let env = common::ChannelEnv::private();
+    let config = scratch("join-pty-reverb");
+    let config_s = config.to_str().unwrap().to_owned();
+    let mut term = terminal::Terminal::open();
+    let egress = env.egress_args();
+    let mut args = vec!["join", "--yes", "--pin", "--name", "pasted"];
+    args.extend(strs(&egress));
+    let mut child = term.spawn(&args, &[("HUMAN_PLUS_CONFIG_DIR", config_s.as_str())]);
+    term.wait_for("Paste the link");
+    term.type_keys(format!("{}\r", env.link()).as_bytes());
+    let code = terminal::wait(&mut child);
+    assert!(term.is_cooked(), "the terminal is restored");
+    let screen = term.close();
+    assert_eq!(code, 0, "{screen}");
+    assert!(
+        !screen.contains(&env.token),
+        "the token was shown:\n{screen}"
+    );
+    assert!(!screen.contains("reverb="), "the link was shown:\n{screen}");
+    for line in [
+        "transport: Reverb channel (Pusher protocol)".to_owned(),
+        format!("channel: {}", env.channel),
+        format!("server:  ws://127.0.0.1 port {}", env.ws_port),
+        format!("auth:    http://127.0.0.1 port {}", env.auth_port),
+        "Saved profile pasted".to_owned(),
+    ] {
+        assert!(screen.contains(&line), "missing {line:?}:\n{screen}");
+    }
+    let profile: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(config.join("profiles/pasted/profile.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(profile["reverb"]["channel"], env.channel.as_str());
+    assert_eq!(
+        std::fs::read_to_string(config.join("profiles/pasted/token"))
+            .unwrap()
+            .trim(),
+        env.token
+    );
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
 /// Ctrl-C at join's prompt, halfway through the token: the terminal gets
 /// its echo back, join ends with 130 and no panic, and what was typed is
 /// not on the screen.

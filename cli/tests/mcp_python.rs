@@ -1,6 +1,9 @@
 //! The MCP bridge driven by a second, independent client: the official
 //! Python MCP SDK (`tests/python/bridge_client.py`), at every protocol
-//! version the bridge speaks, against an in-process relay and demo sheet.
+//! version the bridge speaks, against an in-process relay and demo sheet,
+//! and against the demo sheet on a Reverb (Pusher-protocol) channel (our
+//! channel server and auth bridge, the Reverb link in
+//! `HUMAN_PLUS_INVITATION`).
 //! The script lists, calls, has a stale pin refused with its text and code,
 //! reads the note a person's edit leaves, gets a tool added on the surface
 //! as a list change, and sees a pinned tool whose definition changed
@@ -63,8 +66,11 @@ fn python() -> Option<String> {
 }
 
 fn set_cell_pin(env: &Env) -> String {
-    let def = env
-        .surface()
+    pin_of(env.surface())
+}
+
+fn pin_of(surface: &human_plus_relay::DemoSurface) -> String {
+    let def = surface
         .tool_definitions()
         .into_iter()
         .find(|t| t["name"] == "sheet_set_cell")
@@ -72,10 +78,9 @@ fn set_cell_pin(env: &Env) -> String {
     ToolDefinition::try_from(def).unwrap().digest()
 }
 
-/// Does what the script asks of the surface.
-fn act(env: &Env, what: &str) {
-    let surface = env.surface();
-    env.rt.block_on(async {
+/// Does what the script asks of `surface` (on a relay or a channel).
+fn act_on(rt: &tokio::runtime::Runtime, surface: &human_plus_relay::DemoSurface, what: &str) {
+    rt.block_on(async {
         match what {
             "person_edit" => {
                 surface.person().edit_cell("B4", "12").await.unwrap();
@@ -117,10 +122,43 @@ fn run(python: &str, version: &str, runtime: &str, transport: &str) {
         ]
         .map(str::to_owned),
     );
+    let page = Page {
+        rt: &env.rt,
+        surface: env.surface(),
+        token: &env.token,
+    };
+    drive(
+        python,
+        version,
+        (runtime, transport),
+        &bridge,
+        &[("HUMAN_PLUS_TOKEN", env.token.as_str())],
+        &page,
+    );
+}
+
+/// The page a run drives, and the agents' token (never in a log line).
+struct Page<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    surface: &'a human_plus_relay::DemoSurface,
+    token: &'a str,
+}
+
+/// Runs the script at `version` against the bridge command `bridge` (with
+/// `env` set), doing what it asks of `page`.
+fn drive(
+    python: &str,
+    version: &str,
+    (runtime, transport): (&str, &str),
+    bridge: &[String],
+    env: &[(&str, &str)],
+    page: &Page<'_>,
+) {
     let mut child = Command::new(python)
         .arg(SCRIPT)
         .env("HUMAN_PLUS_BRIDGE", serde_json::to_string(&bridge).unwrap())
-        .env("HUMAN_PLUS_TOKEN", &env.token)
+        .envs(env.iter().copied())
+        .env_remove("HUMAN_PLUS_CONFIG_DIR")
         .env("MCP_VERSION", version)
         .env("HUMAN_PLUS_LOG", "trace")
         .stdin(Stdio::piped())
@@ -156,7 +194,7 @@ fn run(python: &str, version: &str, runtime: &str, transport: &str) {
             continue;
         };
         if let Some(what) = message["ask"].as_str() {
-            act(&env, what);
+            act_on(page.rt, page.surface, what);
             stdin.write_all(b"done\n").unwrap();
             stdin.flush().unwrap();
         }
@@ -178,8 +216,50 @@ fn run(python: &str, version: &str, runtime: &str, transport: &str) {
         assert!(log.contains("ureq"), "ureq logged through tracing:\n{log}");
     }
     assert!(
-        !log.contains(&env.token),
+        !log.contains(page.token),
         "{version}: the token leaked into a log line"
+    );
+}
+
+/// The same script against the bridge over a Reverb channel: our
+/// Pusher-protocol server, the host app's auth bridge and the page on a
+/// private channel; the link in `HUMAN_PLUS_INVITATION` (no token of its
+/// own), both hosts declared.
+fn run_over_channel(python: &str, version: &str, runtime: &str) {
+    let env = common::ChannelEnv::private();
+    let mut bridge = vec![common::BIN.to_owned(), "mcp".to_owned()];
+    bridge.extend(env.egress_args());
+    bridge.extend(
+        [
+            "--allow",
+            ALLOW,
+            "--pin",
+            &format!("sheet_set_cell={}", pin_of(env.page())),
+            "--runtime",
+            runtime,
+        ]
+        .map(str::to_owned),
+    );
+    let link = env.link();
+    let page = Page {
+        rt: &env.rt,
+        surface: env.page(),
+        token: &env.token,
+    };
+    drive(
+        python,
+        version,
+        (runtime, "reverb"),
+        &bridge,
+        &[("HUMAN_PLUS_INVITATION", link.as_str())],
+        &page,
+    );
+    for path in env.server().seen_paths() {
+        assert!(!path.contains(&env.token), "the token in a URL: {path}");
+    }
+    assert!(
+        env.bridge().signed() >= 1,
+        "the agent joined through the auth bridge"
     );
 }
 
@@ -194,6 +274,22 @@ fn the_python_sdk_at_every_version() {
         ("2026-07-28", "tokio", "sse"),
     ] {
         run(&python, version, runtime, transport);
+    }
+}
+
+/// The bridge over a Reverb channel under the official Python MCP SDK, at
+/// every protocol version, the three runtimes in turn.
+#[test]
+fn the_python_sdk_over_a_reverb_channel() {
+    let Some(python) = python() else { return };
+    for (version, runtime) in [
+        ("2024-11-05", "tokio"),
+        ("2025-03-26", "blocking"),
+        ("2025-06-18", "async-std"),
+        ("2025-11-25", "tokio"),
+        ("2026-07-28", "blocking"),
+    ] {
+        run_over_channel(&python, version, runtime);
     }
 }
 

@@ -48,9 +48,9 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use human_plus_core::{
-    CallResult, DeliveryUnknown, Discovery, Error, PERSON_ACTIVE_NOTE, RECONNECTED_NOTE,
-    REJOINED_NOTE, ResultGuard, Secrets, Seen, SurfaceChanges, ToolDefinition, ToolRefusal,
-    feed_answer, is_change_feed_tool, is_plain_identifier, redact_text,
+    CallResult, ChannelError, DeliveryUnknown, Discovery, Error, PERSON_ACTIVE_NOTE,
+    RECONNECTED_NOTE, REJOINED_NOTE, ResultGuard, Secrets, Seen, SurfaceChanges, ToolDefinition,
+    ToolRefusal, Unauthorized, feed_answer, is_change_feed_tool, is_plain_identifier, redact_text,
 };
 use human_plus_runtime::OsEntropy;
 use rmcp::model::{
@@ -149,11 +149,26 @@ impl Upstream {
             attachment: connection.attachment.id().to_owned(),
             surface: invitation.surface_id().to_owned(),
             session: Some((
-                invitation.relay_url().to_owned(),
+                session_key(invitation),
                 invitation.session_id().to_owned(),
                 invitation.token().expose().to_owned(),
             )),
         }
+    }
+}
+
+/// What names a session besides its id and token: the relay URL, and for a
+/// Reverb channel its server and channel too (a link naming another
+/// channel server is another session).
+fn session_key(invitation: &human_plus_core::SurfaceInvitation) -> String {
+    match invitation.transport().reverb() {
+        Some(channel) => format!(
+            "{} {} {}",
+            invitation.relay_url(),
+            channel.ws_url(),
+            channel.channel()
+        ),
+        None => invitation.relay_url().to_owned(),
     }
 }
 
@@ -487,6 +502,7 @@ impl Shared {
                 e,
                 match e {
                     Error::SurfaceUnavailable => "the page ended its session (it was closed, reloaded into a new one, or the relay forgot it).",
+                    Error::AttachmentUnauthorized(Unauthorized::Bridge { .. }) => "the host app's auth bridge no longer accepts this link's token.",
                     Error::AttachmentUnauthorized(_) => "the relay no longer accepts this link's token.",
                     _ => "its attachment has ended.",
                 }
@@ -509,6 +525,18 @@ impl Shared {
             )
             .trim_end()
             .to_owned(),
+            // Over a Reverb channel: the error says what the channel could
+            // not tell (the page may have left, its reply may have been over
+            // the limit) or that the page left; the remedy is the person's.
+            Error::Channel(ChannelError::Unanswered { .. } | ChannelError::PageLeft { .. }) => {
+                format!(
+                    "{}: {} If the user closed the page, they can open it again and share a new link. {remedy}",
+                    error.code(),
+                    error
+                )
+                .trim_end()
+                .to_owned()
+            }
             Error::ToolRefused(ToolRefusal::PinChanged(_)) => match self
                 .follow
                 .as_ref()
@@ -1116,7 +1144,12 @@ impl Shared {
     /// timeout, that it went silent; any other answer, that it is not
     /// (a relay that cannot be reached is not a silent page).
     fn heard<T>(&self, result: &Result<T, Error>) {
-        lock(&self.state).silent = matches!(result, Err(Error::Timeout | Error::CallTimeout(_)));
+        lock(&self.state).silent = matches!(
+            result,
+            Err(Error::Timeout
+                | Error::CallTimeout(_)
+                | Error::Channel(ChannelError::Unanswered { .. } | ChannelError::PageLeft { .. }))
+        );
     }
 
     /// After an exchange with the current session timed out, asks its page

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use human_plus_core::{
     EgressPolicy, InvitationLink, LinkOptions, ManagerConfig, Participant, ProxyCredentials,
-    ReceiveLeg, RelayAuth, Secrets, SurfaceAttachment, SurfaceInvitation, ToolDefinition,
-    TransportConfig, TrustPolicy,
+    PusherConfig, ReceiveLeg, RelayAuth, ReverbChannel, Secrets, SurfaceAttachment,
+    SurfaceInvitation, ToolDefinition, TransportConfig, TrustPolicy,
 };
 use human_plus_runtime::TlsRoots;
 use rustls_pki_types::CertificateDer;
@@ -244,6 +244,22 @@ pub fn timeout(secs: f64) -> Result<Duration, Failure> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// The channel settings of `--channel-limit`: the largest WebSocket
+/// message a request may be over a Reverb channel.
+///
+/// # Errors
+/// A usage failure for a limit of 0.
+pub fn channel_config(limit: usize) -> Result<PusherConfig, Failure> {
+    if limit == 0 {
+        return Err(Failure::usage(
+            "--channel-limit 0: expected the channel server's message limit in bytes (Reverb's default is 10000)",
+        ));
+    }
+    let mut config = PusherConfig::default();
+    config.max_message_bytes = limit;
+    Ok(config)
+}
+
 /// Reads a PEM CA certificate file.
 ///
 /// # Errors
@@ -374,9 +390,7 @@ pub fn connect_resolved_within(
     withhold_changed_pins: bool,
     connect_timeout: Duration,
 ) -> Result<Connection, Failure> {
-    let context = Context {
-        relay_url: Some(resolved.invitation.relay_url().to_owned()),
-    };
+    let context = Context::of(&resolved.invitation);
     let fail = |e: &human_plus_core::Error| Failure::from_error(e, &context);
     let trust = resolved.trust.withhold_changed_pins(withhold_changed_pins);
     // Judged by the trust this connection runs under: a reviewed
@@ -390,7 +404,9 @@ pub fn connect_resolved_within(
         .receive_leg(receive_leg(transport_args.transport))
         .timeout(timeout(transport_args.timeout)?)
         .warm(warm);
-    let config = ManagerConfig::new(egress_policy(&resolved.egress)?, trust).transport(transport);
+    let config = ManagerConfig::new(egress_policy(&resolved.egress)?, trust)
+        .transport(transport)
+        .channel(channel_config(transport_args.channel_limit)?);
     let mut setup = AgentSetup::new(config);
     setup.connect_timeout = connect_timeout;
     if warm {
@@ -617,14 +633,8 @@ pub fn resolve(
         }
         _ => trust_from(&args.allow, args.every_tool, pins, fallback_trust),
     };
-    let invalid = |e: human_plus_core::Error, relay: &str| {
-        Failure::from_error(
-            &e,
-            &Context {
-                relay_url: Some(relay.to_owned()),
-            },
-        )
-    };
+    let invalid =
+        |e: human_plus_core::Error, relay: &str| Failure::from_error(&e, &Context::relay(relay));
     let invitation = if let Some(text) = link_text {
         if args.token_file.is_some() {
             return Err(Failure::usage(
@@ -641,15 +651,29 @@ pub fn resolve(
             None => crate::profiles::profile::read_token(&p.token_path())?,
         };
         let pr = &p.profile;
-        build_invitation(
-            &pr.relay,
-            &pr.session,
-            token,
-            args.surface.as_deref().unwrap_or(&pr.surface),
-            args.application.as_deref().unwrap_or(&pr.application),
-            egress.allow_insecure_loopback,
-        )
-        .map_err(|e| invalid(e, &pr.relay))?
+        let surface = args.surface.as_deref().unwrap_or(&pr.surface);
+        let application = args.application.as_deref().unwrap_or(&pr.application);
+        match &pr.reverb {
+            Some(channel) => reverb_invitation(
+                channel,
+                &pr.relay,
+                &pr.session,
+                token,
+                surface,
+                application,
+                egress.allow_insecure_loopback,
+            )
+            .map_err(|e| invalid(e, &pr.relay))?,
+            None => build_invitation(
+                &pr.relay,
+                &pr.session,
+                token,
+                surface,
+                application,
+                egress.allow_insecure_loopback,
+            )
+            .map_err(|e| invalid(e, &pr.relay))?,
+        }
     } else {
         let (Some(relay), Some(session), Some(surface)) =
             (&args.relay, &args.session, &args.surface)
@@ -680,6 +704,33 @@ pub fn resolve(
 
 /// The application name an invitation gets when nothing names one.
 pub const DEFAULT_APPLICATION: &str = "human-plus";
+
+/// A profile's invitation to a page on a Reverb channel: the channel read
+/// back from `profile.json`, checked again under the profile's loopback
+/// allowance, its auth bridge equal to the profile's `relay`.
+fn reverb_invitation(
+    channel: &ReverbChannel,
+    relay: &str,
+    session: &str,
+    token: String,
+    surface: &str,
+    application: &str,
+    allow_insecure_loopback: bool,
+) -> Result<SurfaceInvitation, human_plus_core::Error> {
+    let invalid =
+        || human_plus_core::Error::InvalidInvitation(human_plus_core::InvitationError::RelayUrl);
+    if channel.auth_url() != relay {
+        return Err(invalid());
+    }
+    let channel = ReverbChannel::new(
+        channel.ws_url(),
+        channel.auth_url(),
+        channel.channel(),
+        allow_insecure_loopback,
+    )
+    .map_err(|_| invalid())?;
+    SurfaceInvitation::new_reverb(channel, session, token, surface, application)
+}
 
 fn build_invitation(
     relay: &str,

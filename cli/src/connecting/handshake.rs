@@ -8,12 +8,16 @@
 //! What came back tells apart a relay that cannot be reached (a transport
 //! failure), a session that ended (410), a token the relay refuses (401)
 //! and a relay that took the request while no page answered (a timeout).
+//! Over a Reverb channel the same handshake runs on the channel (the auth
+//! bridge signs, the page answers on the channel): a token the auth bridge
+//! refuses (401/403), a page that left a presence channel or did not
+//! answer, a channel server that cannot be reached.
 //! `human-plus status NAME` reports it to a person; the bridge asks it
 //! after a call timed out, before it sends the next one.
 
 use std::time::{Duration, Instant};
 
-use human_plus_core::{Discovery, Error, Participant};
+use human_plus_core::{ChannelError, Discovery, Error, Participant, Unauthorized};
 
 use crate::args::TransportArgs;
 use crate::connecting::connect::{Connection, Resolved, connect_resolved_within};
@@ -61,12 +65,22 @@ impl ProbeOutcome {
         }
     }
 
-    /// What the outcome of a failed handshake is.
+    /// What the outcome of a failed handshake is. Over a Reverb channel:
+    /// the auth bridge's 401/403 is a refused token, a reply that never came
+    /// or a page gone from a presence channel is no page, a connection the
+    /// channel server ended is an unreachable server, and the channel
+    /// server refusing the bridge's signature (4009) is a failure of its
+    /// own (the host app's bridge and server disagree).
     #[must_use]
     pub fn of_error(error: &Error) -> Self {
         match error {
             Error::SurfaceUnavailable => ProbeOutcome::SessionEnded,
+            Error::AttachmentUnauthorized(Unauthorized::Channel) => ProbeOutcome::Failed,
             Error::AttachmentUnauthorized(_) => ProbeOutcome::TokenRefused,
+            Error::Channel(ChannelError::Unanswered { .. } | ChannelError::PageLeft { .. }) => {
+                ProbeOutcome::NoPage
+            }
+            Error::Channel(ChannelError::Closed { .. }) => ProbeOutcome::RelayUnreachable,
             Error::Timeout => ProbeOutcome::NoPage,
             Error::Transport(_) => ProbeOutcome::RelayUnreachable,
             Error::EgressRefused(_) | Error::ProxyAuthRequired(_) => ProbeOutcome::EgressRefused,

@@ -94,21 +94,23 @@ pub(crate) fn agent_line(n: &mut Narrator, args: &DemoArgs) {
 }
 
 /// Screen 2: the trust policy, declared before the surface is asked
-/// anything; the agent that holds it, for the relay on loopback `port`.
+/// anything; the agent that holds it, for the servers on loopback `ports`
+/// (the relay's, or the channel server's and the auth bridge's).
 pub(crate) fn trust(
     n: &mut Narrator,
     args: &DemoArgs,
-    port: u16,
+    ports: &[u16],
 ) -> Result<Box<dyn Agent>, Failure> {
     n.screen(2, "Trust is declared before the surface is asked anything");
     n.line(&format!("--allow {}", ALLOW.join(",")));
     n.line("(the confirmation tool is on the list on purpose)");
-    let transport = TransportConfig::default()
-        .receive_leg(receive_leg(args.transport))
-        .timeout(Duration::from_secs(20));
+    let mut transport = TransportConfig::default().timeout(Duration::from_secs(20));
+    if let Some(leg) = args.transport.relay_leg() {
+        transport = transport.receive_leg(receive_leg(leg));
+    }
     let config = ManagerConfig::new(
         EgressPolicy::new(["127.0.0.1"])
-            .allow_ports([port])
+            .allow_ports(ports.iter().copied())
             .allow_unverified_egress(true),
         TrustPolicy::allowing(ALLOW, NO_PINS),
     )

@@ -59,6 +59,14 @@ fn wait_on<T>(
 /// As [`crate::demo::run`], plus a timeout when no browser opens the page
 /// (or nobody types) within 15 minutes.
 pub fn run(args: &DemoArgs) -> Result<(), Failure> {
+    let Some(leg) = args.transport.relay_leg() else {
+        return Err(Failure::usage(
+            "the web demo runs over the HTTP relay only (--transport sse or poll)",
+        )
+        .with_hint(
+            "`human-plus demo --transport reverb` plays the story over a channel in the terminal",
+        ));
+    };
     let started = Instant::now();
     let rt = runtime()?;
     let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port);
@@ -72,7 +80,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
         .map_err(|e| internal("the in-process relay could not start")(&e))?;
     let base = relay.base_url().to_owned();
     let mut config = PageConfig::new(&base, WEB_SURFACE_ID);
-    config.transport = page_transport(args.transport);
+    config.transport = page_transport(leg);
     // Its own relay reads the token from a header: no fetch URL holds it.
     config.relay_auth = PageRelayAuth::Bearer;
     config.demo = true;
@@ -139,7 +147,7 @@ fn story(
     n.line("(the token stays out of this terminal: the page has a Copy button for it)");
 
     let to = Audience::Web;
-    let agent = trust(n, args, relay.addr().port())?;
+    let agent = trust(n, args, &[relay.addr().port()])?;
     let surface_invitation = SurfaceInvitation::new_insecure_loopback(
         base,
         &invitation.session,

@@ -5,7 +5,10 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use human_plus_core::{EgressRule, Error, ToolRefusal, Unauthorized, redact_text};
+use human_plus_core::{
+    ChannelError, EgressRule, Error, ReverbChannel, SurfaceInvitation, ToolRefusal, Unauthorized,
+    redact_text,
+};
 
 /// Success.
 pub const OK: u8 = 0;
@@ -41,6 +44,13 @@ pub const DELIVERY_UNKNOWN: u8 = 11;
 /// The egress proxy answered 407: it wants credentials, or refused the
 /// ones given (`proxy_auth_required`).
 pub const PROXY_AUTH: u8 = 12;
+/// Over a Reverb channel: the request would be a WebSocket message over
+/// the channel's limit (`--channel-limit`); it was refused here and never
+/// sent (`channel_limit`).
+pub const CHANNEL_LIMIT: u8 = 13;
+/// Over a Reverb presence channel: the page left the channel, so nobody is
+/// there to answer; nothing that acts was in flight (`page_left`).
+pub const PAGE_LEFT: u8 = 14;
 /// The person pressed Ctrl-C at `join`'s prompt (128 + SIGINT, as a shell
 /// reports a command that Ctrl-C ended).
 pub const INTERRUPTED: u8 = 130;
@@ -54,13 +64,15 @@ Exit codes:
    3  egress refused: the relay URL or its addresses are not allowed (egress_refused)
    4  trust refused: the tool is not admitted or its pin changed (tool_refused)
    5  surface unavailable: the relay answered 410, the session is gone (surface_unavailable)
-   6  attachment unauthorized: the relay answered 401, wrong token (attachment_unauthorized)
+   6  attachment unauthorized: the relay answered 401 or the auth bridge 401/403, wrong token; or the channel server refused the bridge's signature (attachment_unauthorized)
    7  the surface changed under you: a stale pin was refused, nothing applied (surface_changed_under_you)
-   8  timeout: no correlated reply in time (timeout)
-   9  other relay, protocol or transport failure (relay_failed, protocol_error, transport_failed)
+   8  timeout: no correlated reply in time (timeout, call_timeout; over a channel, the page may have left)
+   9  other relay, protocol or transport failure (relay_failed, protocol_error, transport_failed, channel_closed, channel_auth_invalid)
   10  the tool reported an error (tool_error, surface_error)
-  11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown)
+  11  delivery unknown: the call was sent, its outcome was lost; it may have been applied and was not sent again (delivery_unknown; over a channel also page_left, channel_closed with the call in flight)
   12  the egress proxy wants credentials, or refused them: HTTP 407 (proxy_auth_required)
+  13  over a Reverb channel: the request is over the channel's message limit, refused here, not sent (channel_limit)
+  14  over a Reverb presence channel: the page left the channel, nobody is there to answer (page_left)
  130  interrupted: Ctrl-C at join's prompt; nothing was sent (interrupted)
 
 The relay token comes only from HUMAN_PLUS_TOKEN, --token-file, a link (HUMAN_PLUS_INVITATION,
@@ -83,11 +95,36 @@ pub struct Failure {
     pub detail: Option<String>,
 }
 
-/// What a failure is reported against: the relay URL, for hints.
+/// What a failure is reported against: the relay URL (and, for a page on
+/// a Reverb channel, the channel), for hints.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
-    /// The relay URL of the invitation.
+    /// The relay URL of the invitation (a Reverb invitation's auth bridge).
     pub relay_url: Option<String>,
+    /// The Reverb channel, when the invitation names one: hints then name
+    /// both hosts (the channel server's and the auth bridge's).
+    pub channel: Option<ReverbChannel>,
+}
+
+impl Context {
+    /// The context of `invitation`: its relay URL, and its channel when it
+    /// is a Reverb invitation. Never its token.
+    #[must_use]
+    pub fn of(invitation: &SurfaceInvitation) -> Context {
+        Context {
+            relay_url: Some(invitation.relay_url().to_owned()),
+            channel: invitation.transport().reverb().cloned(),
+        }
+    }
+
+    /// The context of a relay URL alone.
+    #[must_use]
+    pub fn relay(relay_url: &str) -> Context {
+        Context {
+            relay_url: Some(relay_url.to_owned()),
+            channel: None,
+        }
+    }
 }
 
 impl Failure {
@@ -221,6 +258,26 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::ToolFailed { .. } | Error::SurfaceError(_) => TOOL_ERROR,
         Error::DeliveryUnknown(_) | Error::Unrecorded(_) => DELIVERY_UNKNOWN,
         Error::ProxyAuthRequired(_) => PROXY_AUTH,
+        Error::Channel(c) => channel_exit_code(c),
+        _ => RELAY_FAILED,
+    }
+}
+
+/// The exit code of what a channel could not carry or tell: a request over
+/// the limit 13; a wait that ended at the deadline 8, as a timeout; the
+/// page gone from a presence channel 14; the connection ended 9 (a
+/// transport failure); the bridge's unusable answer 9. A request that
+/// acted and may have been applied when the page left or the connection
+/// ended is 11, as every outcome that was lost.
+#[must_use]
+pub fn channel_exit_code(error: &ChannelError) -> u8 {
+    match error {
+        ChannelError::TooLarge { .. } => CHANNEL_LIMIT,
+        ChannelError::Unanswered { .. } => TIMEOUT,
+        ChannelError::PageLeft { call: Some(_) } | ChannelError::Closed { call: Some(_), .. } => {
+            DELIVERY_UNKNOWN
+        }
+        ChannelError::PageLeft { call: None } => PAGE_LEFT,
         _ => RELAY_FAILED,
     }
 }
@@ -235,7 +292,90 @@ fn relay_host_port(context: &Context) -> (Option<String>, Option<u16>) {
     }
 }
 
+/// `host` as a flag takes it: an IPv6 address without its brackets.
+fn bare(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The hint for an error over a Reverb channel, when it has one of its own:
+/// egress names both hosts, the auth bridge's refusals are its own, and
+/// what the channel could not carry or tell says what to do.
+fn channel_hint(error: &Error, channel: &ReverbChannel) -> Option<String> {
+    let (ws_host, ws_port) = (channel.ws_host(), channel.ws_port());
+    let (auth_host, auth_port) = (channel.auth_host(), channel.auth_port());
+    let both = |flag: &str, a: &str, b: &str| {
+        if a == b {
+            format!("{flag} {a}")
+        } else {
+            format!("{flag} {a} {flag} {b}")
+        }
+    };
+    Some(match error {
+        Error::EgressRefused(refusal) => match refusal.rule {
+            EgressRule::HostNotDeclared => format!(
+                "egress is never implied by the link: over a Reverb channel both hosts must be declared, the channel server's and the auth bridge's: {}",
+                both("--allow-host", bare(&ws_host), bare(&auth_host))
+            ),
+            EgressRule::PortNotDeclared => format!(
+                "over a Reverb channel both ports must be declared, the channel server's ({ws_port}) and the auth bridge's ({auth_port}): {}",
+                both("--allow-port", &ws_port.to_string(), &auth_port.to_string())
+            ),
+            EgressRule::InsecureLoopback => "plain ws:// and http:// are accepted only on loopback, with --allow-insecure-loopback and --allow-unverified-egress (local development only)".to_owned(),
+            EgressRule::PrivateAddress => "the channel server or the auth bridge is (or resolves to) a private or reserved address; for a TLS server on this machine only, --allow-address 127.0.0.1/32".to_owned(),
+            EgressRule::UrlShape => "a Reverb link needs reverb=wss://HOST[:PORT]/app/APP_KEY and auth=https://HOST[:PORT]/PATH, without credentials, query or fragment".to_owned(),
+            _ => return None,
+        },
+        Error::AttachmentUnauthorized(Unauthorized::Bridge { status }) => format!(
+            "the host app's auth bridge at {} port {auth_port} refused the link's token (HTTP {status}): the link was revoked or replaced, or is for another channel; ask the person for a new link",
+            bare(&auth_host)
+        ),
+        Error::AttachmentUnauthorized(Unauthorized::Channel) => "the channel server refused the signature the host app's auth bridge made (Pusher error 4009): the bridge and the channel server do not share an app key and secret; tell whoever runs the page, trying again will not help".to_owned(),
+        Error::SurfaceUnavailable => {
+            "the auth bridge says the session is gone (410); ask the person for a new link".to_owned()
+        }
+        Error::Channel(ChannelError::TooLarge { limit, .. }) => format!(
+            "send less at once; if the channel server allows messages over {limit} bytes, say so with --channel-limit BYTES"
+        ),
+        Error::Channel(ChannelError::Unanswered { call: Some(_), .. }) => {
+            "the call was sent and may have been applied: read the surface (or `human-plus changes`) before deciding whether to call again; ask the person whether the page is still open".to_owned()
+        }
+        Error::Channel(ChannelError::Unanswered { call: None, presence, .. }) => format!(
+            "{}; a long tool listing or a large result may be over the channel server's message limit; raise --timeout if the page is slow",
+            if *presence {
+                "the page was still on the channel: it may not be responding"
+            } else if channel.is_presence() {
+                "ask the person whether the page is still open: nobody else was on the channel"
+            } else {
+                "ask the person whether the page is still open (on a private channel nobody says when it leaves; a presence- channel does)"
+            }
+        ),
+        Error::Channel(ChannelError::PageLeft { call: None }) => {
+            "ask the person to open the page again; nothing was sent".to_owned()
+        }
+        Error::Channel(ChannelError::PageLeft { call: Some(_) } | ChannelError::Closed { call: Some(_), .. }) => {
+            "read the surface (or `human-plus changes`) before deciding whether to call again: the call may have been applied".to_owned()
+        }
+        Error::Channel(ChannelError::Closed { call: None, .. }) => format!(
+            "the channel server at {} port {ws_port} ended the connection; nothing that acts was sent, so trying again is safe",
+            bare(&ws_host)
+        ),
+        Error::Channel(ChannelError::AuthAnswer) => format!(
+            "the auth bridge at {} port {auth_port} answered without a channel signature: the link's auth= may not be the host app's broadcasting auth endpoint (Laravel: /broadcasting/auth), or it signs for another app key",
+            bare(&auth_host)
+        ),
+        Error::Timeout => {
+            "raise --timeout; ask the person whether the page is still open".to_owned()
+        }
+        _ => return None,
+    })
+}
+
 fn hint(error: &Error, context: &Context) -> Option<String> {
+    if let Some(channel) = &context.channel
+        && let Some(hint) = channel_hint(error, channel)
+    {
+        return Some(hint);
+    }
     let (host, port) = relay_host_port(context);
     let host = host.unwrap_or_else(|| "HOST".to_owned());
     let port = port.map_or_else(|| "PORT".to_owned(), |p| p.to_string());
@@ -302,11 +442,17 @@ fn hint(error: &Error, context: &Context) -> Option<String> {
         Error::DeliveryUnknown(_) => {
             "read the surface (or `human-plus changes`) before deciding whether to call again: the call may have been applied".to_owned()
         }
+        Error::AttachmentUnauthorized(Unauthorized::Bridge { status }) => format!(
+            "the host app's auth bridge refused the link's token (HTTP {status}); ask the person for a new link"
+        ),
+        Error::Channel(ChannelError::TooLarge { .. }) => {
+            "send less at once, or give the channel server's limit with --channel-limit BYTES".to_owned()
+        }
         Error::ProxyAuthRequired(_) => {
             "the egress proxy asks for credentials (407): set HUMAN_PLUS_PROXY_AUTH=user:password or pass --proxy-auth-file PATH, or check the ones given".to_owned()
         }
         Error::InvalidInvitation(human_plus_core::InvitationError::Link(_)) => {
-            "pass the link exactly as the page shared it (https://HOST/PAGE#session=ID&token=TOKEN, a relay session URL, or the page's JSON), in HUMAN_PLUS_INVITATION, a file named by --invitation-file, or (join) on standard input; nothing was sent".to_owned()
+            "pass the link exactly as the page shared it (https://HOST/PAGE#session=ID&token=TOKEN, with &reverb=wss://HOST/app/KEY&auth=URL for a Reverb channel, a relay session URL, or the page's JSON), in HUMAN_PLUS_INVITATION, a file named by --invitation-file, or (join) on standard input; nothing was sent".to_owned()
         }
         Error::InvalidInvitation(_) => {
             "check --relay (https://..., or http://127.0.0.1:PORT with --allow-insecure-loopback), --session ([A-Za-z0-9_-]{4,64}) and the token (16 characters or more)".to_owned()
@@ -363,6 +509,48 @@ mod tests {
                 human_plus_core::ProxyConnectResponse::refusal(403),
                 RELAY_FAILED,
             ),
+            (
+                Error::AttachmentUnauthorized(Unauthorized::Bridge { status: 403 }),
+                UNAUTHORIZED,
+            ),
+            (
+                Error::AttachmentUnauthorized(Unauthorized::Channel),
+                UNAUTHORIZED,
+            ),
+            (
+                Error::Channel(ChannelError::TooLarge {
+                    size: 10_001,
+                    limit: 10_000,
+                    method: "tools/call".into(),
+                }),
+                CHANNEL_LIMIT,
+            ),
+            (
+                Error::Channel(ChannelError::PageLeft { call: None }),
+                PAGE_LEFT,
+            ),
+            (
+                Error::Channel(ChannelError::PageLeft {
+                    call: Some(human_plus_core::DeliveryUnknown::call("sheet_set_cell")),
+                }),
+                DELIVERY_UNKNOWN,
+            ),
+            (
+                Error::Channel(ChannelError::Closed {
+                    reason: "1006".into(),
+                    call: None,
+                }),
+                RELAY_FAILED,
+            ),
+            (Error::Channel(ChannelError::AuthAnswer), RELAY_FAILED),
+            (
+                Error::Channel(ChannelError::Unanswered {
+                    call: None,
+                    presence: false,
+                    refused: None,
+                }),
+                TIMEOUT,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(Failure::from_error(&error, &ctx).exit, code, "{error:?}");
@@ -382,9 +570,7 @@ mod tests {
 
     #[test]
     fn egress_hints_name_the_flag() {
-        let ctx = Context {
-            relay_url: Some("https://relay.example:8443".into()),
-        };
+        let ctx = Context::relay("https://relay.example:8443");
         let e = Error::EgressRefused(EgressRefusal::new(EgressRule::HostNotDeclared, "x"));
         assert!(
             Failure::from_error(&e, &ctx)
@@ -399,6 +585,41 @@ mod tests {
                 .unwrap()
                 .contains("--allow-port 8443")
         );
+    }
+
+    #[test]
+    fn channel_hints_name_both_hosts() {
+        let channel = ReverbChannel::new(
+            "wss://ws.app.example:6001/app/k",
+            "https://app.example/broadcasting/auth",
+            "private-agent.session.S1_abcd",
+            false,
+        )
+        .unwrap();
+        let invitation =
+            SurfaceInvitation::new_reverb(channel, "S1_abcd", "0123456789abcdef0123", "s", "a")
+                .unwrap();
+        let ctx = Context::of(&invitation);
+        let hint = |e: Error| Failure::from_error(&e, &ctx).hint.unwrap();
+        assert!(
+            hint(Error::EgressRefused(EgressRefusal::new(
+                EgressRule::HostNotDeclared,
+                "x"
+            )))
+            .contains("--allow-host ws.app.example --allow-host app.example")
+        );
+        assert!(
+            hint(Error::EgressRefused(EgressRefusal::new(
+                EgressRule::PortNotDeclared,
+                "x"
+            )))
+            .contains("--allow-port 6001 --allow-port 443")
+        );
+        let bridge = hint(Error::AttachmentUnauthorized(Unauthorized::Bridge {
+            status: 403,
+        }));
+        assert!(bridge.contains("auth bridge at app.example port 443") && bridge.contains("403"));
+        assert!(!format!("{ctx:?}").contains("0123456789abcdef0123"));
     }
 
     #[test]

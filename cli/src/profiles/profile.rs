@@ -30,7 +30,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use human_plus_core::{
-    IpNet, ToolDefinition, is_valid_profile_name, profile_file_mode_is_safe,
+    IpNet, ReverbChannel, ToolDefinition, is_valid_profile_name, profile_file_mode_is_safe,
     profile_file_owner_is_safe, token_file_mode_is_private,
 };
 use serde::{Deserialize, Serialize};
@@ -60,10 +60,19 @@ pub const REVIEWED_FILE: &str = "reviewed.json";
 pub struct Profile {
     /// The document's version, [`PROFILE_VERSION`].
     pub version: u32,
-    /// The relay's base URL.
+    /// The relay's base URL; for a page on a Reverb channel, the host
+    /// app's auth bridge (the one HTTP endpoint such an invitation has).
     pub relay: String,
     /// The relay session id.
     pub session: String,
+    /// The Reverb (Pusher-protocol) channel the page is on, when the link
+    /// named one instead of a relay: its WebSocket URL, auth bridge (equal
+    /// to `relay`) and channel. Not written for a relay, so a relay
+    /// profile reads and writes as before; a binary older than the field
+    /// refuses a profile that has it (unknown field) rather than taking
+    /// the auth bridge for a relay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverb: Option<ReverbChannel>,
     /// The surface id.
     pub surface: String,
     /// The application name.

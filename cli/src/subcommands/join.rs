@@ -8,9 +8,11 @@
 //!    instead; a surface id or application the link carries is used only
 //!    when it is a plain identifier, and join says when it is not.
 //! 2. It shows the relay's host and port, the session and the egress the
-//!    relay needs. Egress is never implied by the link: the host and port
-//!    must be declared (`--allow-host`, `--allow-port`), or accepted by the
-//!    person (asked on a terminal; `--yes` without one).
+//!    relay needs (for a link naming a Reverb channel: the channel, the
+//!    channel server's host and port and the auth bridge's). Egress is
+//!    never implied by the link: every host and port must be declared
+//!    (`--allow-host`, `--allow-port`), or accepted by the person (asked on
+//!    a terminal; `--yes` without one).
 //! 3. It connects through the configured egress and discovers the tools
 //!    through local trust (`--allow`, else every tool but the reserved
 //!    confirmation tools), showing each admitted tool with its digest and
@@ -150,55 +152,74 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
 
     say(&describe(&link, args.surface.as_deref(), source))?;
 
-    // Egress: declared by flags, or accepted by the person.
+    // Egress: declared by flags, or accepted by the person. A Reverb link
+    // needs two hosts: the channel server's and the auth bridge's.
     let mut egress = args.egress.clone();
-    let declared = egress_declared(&egress, &link);
-    if declared {
+    let needed = needed_egress(&link);
+    let missing: Vec<(String, u16)> = needed
+        .iter()
+        .filter(|(host, port)| !egress_declared(&egress, host, *port))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
         say("  egress:  declared by the flags given\n")?;
     } else {
+        let shown: Vec<String> = missing
+            .iter()
+            .map(|(host, port)| format!("{} port {port}", printable(host)))
+            .collect();
         let accepted = asker.confirm(
-            &format!(
-                "Allow connections to {} port {}?",
-                link.relay_host(),
-                link.relay_port()
-            ),
+            &format!("Allow connections to {}?", shown.join(" and ")),
             false,
             args.yes,
         )?;
         if !accepted {
+            let mut flags = Vec::new();
+            for (host, port) in &missing {
+                let host_flag = format!("--allow-host {}", printable(host));
+                if !EgressPolicy::new(&egress.allow_host).allows_host(host)
+                    && !flags.contains(&host_flag)
+                {
+                    flags.push(host_flag);
+                }
+                let port_flag = format!("--allow-port {port}");
+                if !flags.contains(&port_flag) {
+                    flags.push(port_flag);
+                }
+            }
             return Err(Failure {
                 exit: exit::EGRESS_REFUSED,
                 code: "egress_refused".to_owned(),
                 message: format!(
-                    "egress to {} port {} is not declared, and was not accepted",
-                    link.relay_host(),
-                    link.relay_port()
+                    "egress to {} is not declared, and was not accepted",
+                    shown.join(" and ")
                 ),
                 hint: Some(format!(
-                    "egress is never implied by a link: add --allow-host {} --allow-port {}, or --yes to accept what join shows",
-                    link.relay_host()
-                        .trim_start_matches('[')
-                        .trim_end_matches(']'),
-                    link.relay_port()
+                    "egress is never implied by a link: add {}, or --yes to accept what join shows",
+                    flags.join(" ")
                 )),
                 detail: None,
             });
         }
-        let host = link
-            .relay_host()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        if !EgressPolicy::new(&egress.allow_host).allows_host(&host) {
-            egress.allow_host.push(host);
-        }
-        let ports_declared = if egress.allow_port.is_empty() {
-            link.relay_port() == 443
-        } else {
-            egress.allow_port.contains(&link.relay_port())
-        };
-        if !ports_declared {
-            egress.allow_port.push(link.relay_port());
+        for (host, port) in &missing {
+            if !EgressPolicy::new(&egress.allow_host).allows_host(host) {
+                egress.allow_host.push(host.clone());
+            }
+            let ports_declared = if egress.allow_port.is_empty() {
+                *port == 443
+            } else {
+                egress.allow_port.contains(port)
+            };
+            if !ports_declared {
+                if egress.allow_port.is_empty() {
+                    // Declaring a port replaces the default: keep 443 for
+                    // a host that needs it.
+                    if needed.iter().any(|(_, p)| *p == 443) {
+                        egress.allow_port.push(443);
+                    }
+                }
+                egress.allow_port.push(*port);
+            }
         }
         say("  egress:  accepted\n")?;
     }
@@ -289,6 +310,7 @@ pub fn run(args: &JoinArgs) -> Result<(), Failure> {
     let doc = Profile {
         version: profile::PROFILE_VERSION,
         relay,
+        reverb: link.reverb().cloned(),
         session: link.session_id().to_owned(),
         surface,
         application,
@@ -344,6 +366,45 @@ pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> S
         .unwrap_or_else(|| link.default_surface_id());
     let mut out = String::new();
     let _ = writeln!(out, "Invitation ({} link, from {source}):", link.form());
+    if let Some(channel) = link.reverb() {
+        let plain = |secure: bool| {
+            if secure {
+                ""
+            } else {
+                " (plain on loopback: local development only)"
+            }
+        };
+        let ws_plain = channel.ws_url().starts_with("ws://");
+        let auth_plain = channel.auth_url().starts_with("http://");
+        let _ = writeln!(out, "  transport: Reverb channel (Pusher protocol)");
+        let _ = writeln!(out, "  channel: {}", printable(channel.channel()));
+        let _ = writeln!(out, "  session: {}", printable(link.session_id()));
+        let _ = writeln!(out, "  surface: {}", surface_label(&surface));
+        let _ = writeln!(
+            out,
+            "  server:  {}://{} port {}{}",
+            if ws_plain { "ws" } else { "wss" },
+            printable(&channel.ws_host()),
+            channel.ws_port(),
+            plain(!ws_plain)
+        );
+        let _ = writeln!(
+            out,
+            "  auth:    {}://{} port {}{}",
+            if auth_plain { "http" } else { "https" },
+            printable(&channel.auth_host()),
+            channel.auth_port(),
+            plain(!auth_plain)
+        );
+        let _ = writeln!(
+            out,
+            "  token:   sent only to the auth bridge (Authorization: Bearer), never to the channel server or in a URL"
+        );
+        for note in link.notes() {
+            let _ = writeln!(out, "  note:    {note}");
+        }
+        return out;
+    }
     let _ = writeln!(out, "  relay:   {}", printable(link.relay_url()));
     let _ = writeln!(out, "  session: {}", printable(link.session_id()));
     let _ = writeln!(out, "  surface: {}", surface_label(&surface));
@@ -369,16 +430,29 @@ pub fn describe(link: &InvitationLink, surface: Option<&str>, source: &str) -> S
     out
 }
 
-fn egress_declared(egress: &crate::args::EgressArgs, link: &InvitationLink) -> bool {
-    let host = link
-        .relay_host()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
+/// The hosts (without brackets) and ports the link needs to reach: the
+/// relay's, or a Reverb channel's server and then its auth bridge.
+fn needed_egress(link: &InvitationLink) -> Vec<(String, u16)> {
+    let bare = |h: &str| h.trim_start_matches('[').trim_end_matches(']').to_owned();
+    match link.reverb() {
+        Some(channel) => {
+            let mut needed = vec![(bare(&channel.ws_host()), channel.ws_port())];
+            let auth = (bare(&channel.auth_host()), channel.auth_port());
+            if !needed.contains(&auth) {
+                needed.push(auth);
+            }
+            needed
+        }
+        None => vec![(bare(link.relay_host()), link.relay_port())],
+    }
+}
+
+fn egress_declared(egress: &crate::args::EgressArgs, host: &str, port: u16) -> bool {
     let policy = EgressPolicy::new(&egress.allow_host);
     let ports_ok = if egress.allow_port.is_empty() {
-        link.relay_port() == 443
+        port == 443
     } else {
-        egress.allow_port.contains(&link.relay_port())
+        egress.allow_port.contains(&port)
     };
     policy.allows_host(host) && ports_ok
 }

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use human_plus_core::{
-    Error, McpClient, Participant, ToolRefusal, TransportErrorKind, escape_bounded,
+    Error, McpClient, Participant, ReverbChannel, ToolRefusal, TransportErrorKind, escape_bounded,
     is_valid_profile_name, shown_tool_name, surface_label,
 };
 use serde_json::{Value, json};
@@ -68,6 +68,9 @@ pub struct ProfileStatus {
     pub relay_host: String,
     /// The relay's port.
     pub relay_port: Option<u16>,
+    /// The Reverb channel the page is on (the relay is then the host
+    /// app's auth bridge), when the profile names one.
+    pub reverb: Option<ReverbChannel>,
     /// The session id.
     pub session: String,
     /// The surface id, as Human+ writes it ([`surface_label`]).
@@ -87,6 +90,7 @@ impl ProfileStatus {
             relay: String::new(),
             relay_host: String::new(),
             relay_port: None,
+            reverb: None,
             session: String::new(),
             surface: String::new(),
             trusted: Vec::new(),
@@ -117,6 +121,7 @@ pub fn profile_status(name: &str) -> ProfileStatus {
                 relay: p.relay.clone(),
                 relay_host,
                 relay_port,
+                reverb: p.reverb.clone(),
                 session: p.session.clone(),
                 surface: surface_label(&p.surface).to_owned(),
                 trusted: p.allow.clone(),
@@ -183,6 +188,9 @@ pub struct ProbeReport {
     /// The failure, when the page did not answer: what the other commands
     /// would report, in Human+'s words for a person.
     pub failure: Option<Failure>,
+    /// The probe went over a Reverb channel (the channel server and the
+    /// auth bridge), not an HTTP relay.
+    pub channel: bool,
 }
 
 /// The connection options of profile `name` for the probe: nothing but the
@@ -194,6 +202,7 @@ fn probe_args(name: &str, args: &StatusArgs) -> ConnectArgs {
             transport: args.transport,
             runtime: args.runtime,
             timeout: args.timeout,
+            channel_limit: human_plus_core::DEFAULT_MAX_MESSAGE_BYTES,
         },
         ("human-plus-status", "Human+ status"),
     )
@@ -211,9 +220,7 @@ pub fn probe(name: &str, args: &StatusArgs) -> Result<ProbeReport, Failure> {
     let exchange = connect::timeout(args.timeout)?;
     let connect_args = probe_args(name, args);
     let resolved = connect::resolve(&connect_args, None)?;
-    let context = Context {
-        relay_url: Some(resolved.invitation.relay_url().to_owned()),
-    };
+    let context = Context::of(&resolved.invitation);
     let participant = Participant::new(
         &connect_args.participant_id,
         &connect_args.participant_name,
@@ -243,6 +250,7 @@ pub fn probe(name: &str, args: &StatusArgs) -> Result<ProbeReport, Failure> {
                 changed,
                 untrusted,
                 failure: None,
+                channel: context.channel.is_some(),
             }
         }
         Err(e) => ProbeReport {
@@ -252,6 +260,7 @@ pub fn probe(name: &str, args: &StatusArgs) -> Result<ProbeReport, Failure> {
             changed: Vec::new(),
             untrusted: Vec::new(),
             failure: Some(probe_failure(name, &e, &connection, args.timeout, &context)),
+            channel: context.channel.is_some(),
         },
     })
 }
@@ -263,6 +272,12 @@ fn probe_failure(name: &str, e: &Error, c: &Connection, secs: f64, context: &Con
     let rejoin = format!(
         "ask the person for a new link (the page shares one), then `human-plus join --name {name}`"
     );
+    if let Some(channel) = &context.channel {
+        let (message, hint) = channel_probe_words(e, &f, channel, secs, name, rejoin);
+        f.message = message;
+        f.hint = hint;
+        return f;
+    }
     let host = relay_host(context);
     let (message, hint) = match ProbeOutcome::of_error(e) {
         ProbeOutcome::SessionEnded => (
@@ -306,6 +321,62 @@ fn probe_failure(name: &str, e: &Error, c: &Connection, secs: f64, context: &Con
     f.message = message;
     f.hint = hint;
     f
+}
+
+/// The probe's words for a page on a Reverb channel: the channel server and
+/// the auth bridge instead of a relay.
+fn channel_probe_words(
+    e: &Error,
+    f: &Failure,
+    channel: &ReverbChannel,
+    secs: f64,
+    name: &str,
+    rejoin: String,
+) -> (String, Option<String>) {
+    let server = printable(&format!("{} port {}", channel.ws_host(), channel.ws_port()));
+    let bridge = printable(&format!(
+        "{} port {}",
+        channel.auth_host(),
+        channel.auth_port()
+    ));
+    match (ProbeOutcome::of_error(e), e) {
+        (ProbeOutcome::SessionEnded, _) => (
+            format!("the auth bridge at {bridge} says the session has ended (410)"),
+            Some(rejoin),
+        ),
+        (ProbeOutcome::TokenRefused, _) => (
+            format!(
+                "the auth bridge at {bridge} refused the profile's token ({}): the link was revoked or replaced",
+                e.code()
+            ),
+            Some(rejoin),
+        ),
+        (ProbeOutcome::NoPage, Error::Channel(human_plus_core::ChannelError::PageLeft { .. })) => (
+            format!(
+                "the page left the channel {}: nobody is there to answer",
+                printable(channel.channel())
+            ),
+            Some(format!(
+                "ask the person to open the page again; if it shares a new link, `human-plus join --name {name}`"
+            )),
+        ),
+        (ProbeOutcome::NoPage, _) => (
+            format!(
+                "the channel server at {server} and the auth bridge let the probe join the channel, but no page answered within {secs} s: the page may be closed (on a private channel nobody says when it leaves), asleep, or its answer over the channel's message limit"
+            ),
+            Some(format!(
+                "ask the person to open (or reload) the page; if it shares a new link, `human-plus join --name {name}`"
+            )),
+        ),
+        (ProbeOutcome::RelayUnreachable, _) => (
+            format!(
+                "the channel server at {server} or the auth bridge at {bridge} could not be reached: {}",
+                f.message
+            ),
+            Some("check the network and the egress proxy, and that the host app's channel server is up".to_owned()),
+        ),
+        _ => (f.message.clone(), f.hint.clone()),
+    }
 }
 
 fn relay_host(context: &Context) -> String {
@@ -463,12 +534,32 @@ fn profile_text(p: &ProfileStatus, out: &mut String) {
         .relay_port
         .map(|p| format!(" port {p}"))
         .unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "  relay:    {}{port} ({})",
-        escape_bounded(&p.relay_host, SHOWN_MAX),
-        escape_bounded(&p.relay, SHOWN_MAX)
-    );
+    match &p.reverb {
+        Some(channel) => {
+            let _ = writeln!(
+                out,
+                "  channel:  {} on {} port {} ({})",
+                escape_bounded(channel.channel(), SHOWN_MAX),
+                escape_bounded(&channel.ws_host(), SHOWN_MAX),
+                channel.ws_port(),
+                escape_bounded(channel.ws_url(), SHOWN_MAX)
+            );
+            let _ = writeln!(
+                out,
+                "  auth:     {}{port} ({})",
+                escape_bounded(&p.relay_host, SHOWN_MAX),
+                escape_bounded(&p.relay, SHOWN_MAX)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  relay:    {}{port} ({})",
+                escape_bounded(&p.relay_host, SHOWN_MAX),
+                escape_bounded(&p.relay, SHOWN_MAX)
+            );
+        }
+    }
     let _ = writeln!(out, "  session:  {}", escape_bounded(&p.session, SHOWN_MAX));
     let _ = writeln!(out, "  surface:  {}", p.surface);
     let trusted: Vec<String> = p
@@ -509,6 +600,16 @@ fn profile_json(p: &ProfileStatus) -> Value {
     doc["relay"] = json!(p.relay);
     doc["relay_host"] = json!(p.relay_host);
     doc["relay_port"] = json!(p.relay_port);
+    match &p.reverb {
+        Some(channel) => {
+            doc["transport"] = json!("reverb");
+            doc["channel"] = json!(channel.channel());
+            doc["ws_url"] = json!(channel.ws_url());
+            doc["ws_host"] = json!(channel.ws_host());
+            doc["ws_port"] = json!(channel.ws_port());
+        }
+        None => doc["transport"] = json!("http_relay"),
+    }
     doc["session"] = json!(p.session);
     doc["surface"] = json!(p.surface);
     doc["trusted"] = json!(p.trusted);
@@ -529,7 +630,12 @@ fn probe_text(name: &str, r: &ProbeReport, out: &mut String) {
         (ProbeOutcome::PageAnswered, _) => {
             let _ = writeln!(
                 out,
-                "  probe:    the relay answered, and a page answered the MCP handshake ({ms} ms)"
+                "  probe:    {}, and a page answered the MCP handshake ({ms} ms)",
+                if r.channel {
+                    "the channel server and the auth bridge answered"
+                } else {
+                    "the relay answered"
+                }
             );
             let _ = writeln!(
                 out,

@@ -264,3 +264,216 @@ pub async fn call_tool<S: rmcp::ClientHandler>(
     .expect("the bridge answered in time")
     .expect("a CallToolResult")
 }
+
+/// The channel server's app key and secret in the tests over a channel.
+pub const APP_KEY: &str = "cli-key";
+/// The secret the channel server and the auth bridge share.
+pub const APP_SECRET: &str = "cli-secret";
+
+/// A Pusher-protocol channel server of the project's own, the host app's
+/// auth bridge and the demo sheet on a private (or presence) channel, on
+/// loopback: what a Reverb link names.
+pub struct ChannelEnv {
+    pub rt: tokio::runtime::Runtime,
+    server: Option<human_plus_relay::PusherHandle>,
+    bridge: Option<human_plus_relay::AuthBridgeHandle>,
+    page: Option<DemoSurface>,
+    pub ws_url: String,
+    pub auth_url: String,
+    pub ws_port: u16,
+    pub auth_port: u16,
+    pub session: String,
+    /// The agents' token (the page has its own).
+    pub token: String,
+    pub channel: String,
+}
+
+impl ChannelEnv {
+    /// Starts the server, the bridge and the page (`configure`d) on a
+    /// private channel, or a presence one when `presence`.
+    pub fn start(
+        presence: bool,
+        configure: impl FnOnce(DemoSurfaceBuilder) -> DemoSurfaceBuilder,
+    ) -> ChannelEnv {
+        use human_plus_relay::{AuthBridge, PusherServer};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let session = format!("ch_{}", random_hex(6));
+        let token = format!("tok{}", random_hex(16));
+        let page_token = format!("page{}", random_hex(16));
+        let kind = if presence { "presence" } else { "private" };
+        let channel = format!("{kind}-agent.session.{session}");
+        let server = rt
+            .block_on(PusherServer::builder(APP_KEY, APP_SECRET).start())
+            .unwrap();
+        let bridge = rt
+            .block_on(
+                AuthBridge::builder(APP_KEY, APP_SECRET)
+                    .grant_as(&token, &channel, "agent-1")
+                    .grant_as(&page_token, &channel, "page")
+                    .start(),
+            )
+            .unwrap();
+        let ws_url = server.ws_url();
+        let auth_url = bridge.url();
+        let page = rt
+            .block_on(
+                configure(
+                    DemoSurface::channel_builder(&ws_url, &auth_url, &session, &page_token)
+                        .channel_name(&channel),
+                )
+                .start(),
+            )
+            .unwrap();
+        ChannelEnv {
+            ws_port: port_of(&ws_url),
+            auth_port: port_of(&auth_url),
+            rt,
+            server: Some(server),
+            bridge: Some(bridge),
+            page: Some(page),
+            ws_url,
+            auth_url,
+            session,
+            token,
+            channel,
+        }
+    }
+
+    /// A private channel and the default page.
+    pub fn private() -> ChannelEnv {
+        ChannelEnv::start(false, |b| b)
+    }
+
+    pub fn page(&self) -> &DemoSurface {
+        self.page.as_ref().unwrap()
+    }
+
+    pub fn server(&self) -> &human_plus_relay::PusherHandle {
+        self.server.as_ref().unwrap()
+    }
+
+    pub fn bridge(&self) -> &human_plus_relay::AuthBridgeHandle {
+        self.bridge.as_ref().unwrap()
+    }
+
+    /// The page leaves the channel (a closed tab).
+    pub fn leave(&self) {
+        self.rt.block_on(self.page().leave());
+    }
+
+    /// The page's link in the Reverb form, with `token`: the page's own
+    /// origin (never contacted), then `session`, `token`, `reverb`, `auth`
+    /// and `channel` in the fragment.
+    pub fn link_with(&self, token: &str) -> String {
+        reverb_link(
+            "https://app.example/board",
+            &self.session,
+            token,
+            &self.ws_url,
+            &self.auth_url,
+            Some(&self.channel),
+        )
+    }
+
+    /// [`ChannelEnv::link_with`] the agents' token.
+    pub fn link(&self) -> String {
+        self.link_with(&self.token)
+    }
+
+    /// The loopback egress for both hosts: the channel server's port and
+    /// the auth bridge's, plain on loopback (development mode).
+    pub fn egress_args(&self) -> Vec<String> {
+        [
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-port",
+            &self.ws_port.to_string(),
+            "--allow-port",
+            &self.auth_port.to_string(),
+            "--allow-unverified-egress",
+            "--allow-insecure-loopback",
+            "--timeout",
+            "60",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+
+    /// Runs the binary with `args` and this environment's link in
+    /// HUMAN_PLUS_INVITATION (no HUMAN_PLUS_TOKEN).
+    pub fn run(&self, args: &[&str]) -> Run {
+        run_with_env(args, None, &[("HUMAN_PLUS_INVITATION", &self.link())])
+    }
+}
+
+impl Drop for ChannelEnv {
+    fn drop(&mut self) {
+        let page = self.page.take();
+        let server = self.server.take();
+        let bridge = self.bridge.take();
+        self.rt.block_on(async {
+            if let Some(p) = page {
+                p.shutdown().await;
+            }
+            if let Some(s) = server {
+                s.shutdown().await;
+            }
+            if let Some(b) = bridge {
+                b.shutdown().await;
+            }
+        });
+    }
+}
+
+/// A page link naming a Reverb channel: `page#session=…&token=…&reverb=…&auth=…[&channel=…]`,
+/// each value form-encoded.
+pub fn reverb_link(
+    page: &str,
+    session: &str,
+    token: &str,
+    ws_url: &str,
+    auth_url: &str,
+    channel: Option<&str>,
+) -> String {
+    let mut link = format!(
+        "{page}#session={}&token={}&reverb={}&auth={}",
+        encode(session),
+        encode(token),
+        encode(ws_url),
+        encode(auth_url)
+    );
+    if let Some(channel) = channel {
+        link.push_str("&channel=");
+        link.push_str(&encode(channel));
+    }
+    link
+}
+
+/// `value` form-encoded (letters, digits and `*-._` as they are).
+pub fn encode(value: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'*' | b'-' | b'.' | b'_') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// The port of a loopback URL (`scheme://127.0.0.1:PORT/…`).
+pub fn port_of(url: &str) -> u16 {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap()
+}

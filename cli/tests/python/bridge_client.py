@@ -119,12 +119,14 @@ async def story(session, changes, list_tools, call_tool):
 
 def server():
     command = json.loads(os.environ["HUMAN_PLUS_BRIDGE"])
-    env = {
-        "HUMAN_PLUS_TOKEN": os.environ["HUMAN_PLUS_TOKEN"],
-        "PATH": os.environ.get("PATH", ""),
-    }
-    if "HUMAN_PLUS_LOG" in os.environ:
-        env["HUMAN_PLUS_LOG"] = os.environ["HUMAN_PLUS_LOG"]
+    env = {"PATH": os.environ.get("PATH", "")}
+    # What an MCP client's entry passes: the token, or the whole link (a
+    # relay's, or a Reverb channel's), and the log level.
+    for name in ("HUMAN_PLUS_TOKEN", "HUMAN_PLUS_INVITATION", "HUMAN_PLUS_LOG"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    if "HUMAN_PLUS_TOKEN" not in env and "HUMAN_PLUS_INVITATION" not in env:
+        raise SystemExit("neither HUMAN_PLUS_TOKEN nor HUMAN_PLUS_INVITATION is set")
     return StdioServerParameters(command=command[0], args=command[1:], env=env)
 
 
