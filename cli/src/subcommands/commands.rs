@@ -5,19 +5,15 @@
 use std::fmt::Write as _;
 
 use human_plus_core::{
-    Activity, CallResult, Discovery, NO_PINS, Participant, Priority, SurfaceChanges,
-    ToolDefinition, ToolRefusal, ToolSummary, TrustPolicy, Withheld,
+    Activity, CallResult, Discovery, Priority, SurfaceChanges, ToolDefinition, ToolRefusal,
+    ToolSummary, Withheld,
 };
 use serde_json::{Map, Value, json};
 
 use crate::args::{AnnounceArgs, CallArgs, ChangesArgs, PriorityArg, ToolsArgs};
 use crate::connecting::agent::store_revision;
-use crate::connecting::connect::{connect, connect_resolved, resolve};
+use crate::connecting::connect::connect;
 use crate::output::exit::{Failure, printable};
-
-/// How long `announce` over a Reverb channel waits, once shut down, for
-/// the socket's writer to send the announcement it queued.
-const CHANNEL_FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Why a tool was withheld, as a short code and a sentence.
 #[must_use]
@@ -336,25 +332,10 @@ pub fn priority(p: PriorityArg) -> Priority {
 /// # Errors
 /// The failure to report.
 pub fn announce(args: &AnnounceArgs) -> Result<String, Failure> {
-    // Over a Reverb channel an announcement is a whisper on the joined
-    // channel, and the core whispers only on a channel an operation has
-    // joined: the channel is joined first with a listing (under the
-    // declared trust, else every tool: the listing is not used), on a leg
-    // kept for the announcement. Over a relay, nothing but the
-    // announcement is sent, as before.
-    let resolved = resolve(&args.connect, Some(TrustPolicy::every_tool(NO_PINS)))?;
-    let over_channel = !resolved.invitation.transport().is_http_relay();
-    let a = &args.connect;
-    let c = connect_resolved(
-        resolved,
-        &a.transport,
-        Participant::new(&a.participant_id, &a.participant_name, &a.participant_color),
-        over_channel,
-        false,
-    )?;
-    if over_channel {
-        c.agent.tools(&c.owner, c.id()).map_err(|e| c.fail(&e))?;
-    }
+    // Over a Reverb channel an announcement is a whisper: the core joins
+    // the channel for it, and every runtime writes it before the outcome.
+    // Over a relay, nothing but the announcement is sent.
+    let c = connect(&args.connect, None)?;
     let mut activity = Activity::new(&args.action).priority(priority(args.priority));
     if let Some(t) = &args.target {
         activity = activity.target(t);
@@ -365,15 +346,6 @@ pub fn announce(args: &AnnounceArgs) -> Result<String, Failure> {
     c.agent
         .announce(&c.owner, c.id(), &activity)
         .map_err(|e| c.fail(&e))?;
-    if over_channel {
-        // The tokio and blocking runtimes report a whisper delivered when
-        // it is handed to the socket's writer, and a process that ends at
-        // once may drop it unwritten (async-std waits for the flush). Until
-        // they do, the channel is shut down and given a moment to write
-        // what it queued.
-        c.agent.shutdown();
-        std::thread::sleep(CHANNEL_FLUSH_GRACE);
-    }
     Ok(format!(
         "announced: {}{} ({})\n",
         printable(&args.action),
