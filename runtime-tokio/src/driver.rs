@@ -212,15 +212,18 @@ pub(crate) async fn drive<T: OperationOutput>(
                 }
             }
         }
-        if let Some(outcome) = op.poll_outcome() {
+        if op.is_finished() {
             // What the operation whispered last is written before its
             // outcome is handed back (a process may exit right after).
-            if let Some(s) = socket.as_ref() {
-                s.flushed().await;
-            }
-            for s in closing.drain(..) {
-                s.close().await;
-            }
+            // (Boxed, and before the outcome is taken: the loop's own
+            // future stays small.)
+            Box::pin(settle_sockets(
+                socket.as_ref(),
+                std::mem::take(&mut closing),
+            ))
+            .await;
+        }
+        if let Some(outcome) = op.poll_outcome() {
             let keep = outcome.warm.as_ref().is_some_and(WarmLeg::has_stream);
             let kept = if !keep {
                 None
@@ -294,6 +297,17 @@ pub(crate) async fn drive<T: OperationOutput>(
                 op.handle_timeout(now());
             }
         }
+    }
+}
+
+/// Writes what the kept socket was asked to write, and closes the sockets
+/// the operation closed, once what they were asked to write is written.
+async fn settle_sockets(kept: Option<&Socket>, closing: Vec<Socket>) {
+    if let Some(s) = kept {
+        s.flushed().await;
+    }
+    for s in closing {
+        s.close().await;
     }
 }
 
