@@ -562,6 +562,41 @@ def pusher():
         write("pusher", name, bytes([mode]) + "\n".join(lines).encode("utf-8"))
 
 
+def channel():
+    # Byte 0: bits 0-1 the operation (0 tools, 1 a write call, 2 an
+    # announcement, 3 a read call), bit 2 presence, bit 3 warm, bit 4 a
+    # 300-byte limit. Then lines: R a whisper from the page ($ID = the id of
+    # the agent's last request), S a server message, C close, T clock (ms),
+    # B the bridge's status, A the bridge's body.
+    init = 'R{"jsonrpc":"2.0","id":$ID,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"sheet","version":"1"}}}'
+    tools = 'R{"jsonrpc":"2.0","id":$ID,"result":{"tools":[{"name":"sheet_read","description":"Read.","inputSchema":{"type":"object"}},{"name":"sheet_write","description":"Write.","inputSchema":{"type":"object"}},{"name":"changes_since","description":"What changed.","inputSchema":{"type":"object","properties":{"since":{"type":"string"}}}}]}}'
+    result = 'R{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"ok"}],"_meta":{"revision":"r2"}}}'
+    stale = 'R{"jsonrpc":"2.0","id":$ID,"error":{"code":409,"message":"stale","data":{"code":"revision_mismatch","current":"r3"}}}'
+    feed = 'R{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"1 change"}],"_meta":{"revision":"r3","complete":true,"changes":[{"handle":"A1","change":"updated","actor_type":"human","kind":"cell"}]}}}'
+    other = 'R{"jsonrpc":"2.0","id":"other-agent-1","result":{"content":[{"type":"text","text":"not yours"}]}}'
+    person = 'R{"jsonrpc":"2.0","method":"notifications/agent_activity","params":{"source":"user","action":"editing"}}'
+    left = 'S{"event":"pusher_internal:member_removed","channel":"presence-agent.session.S1_abcd","data":"{\\"user_id\\":\\"page\\"}"}'
+    seeds = {
+        "tools": (0, [init, tools]),
+        "write": (1, [init, tools, result]),
+        "read": (3, [init, tools, other, result]),
+        "stale_then_feed": (1, [init, tools, stale, feed]),
+        "announce": (2, []),
+        "warm_write": (1 | 8, [init, tools, person, result]),
+        "presence_left": (1 | 4 | 8, [init, tools, left]),
+        "dropped": (1, [init, tools, "C"]),
+        "closed_1009": (0, [init, "C1009"]),
+        "bridge_403": (0, ["B403", 'A{"message":"This action is unauthorized."}']),
+        "bridge_garbage": (0, ["B200", "Anot json"]),
+        "forged": (0, ['S{"event":"pusher:error","data":{"code":4009,"message":"Authentication error"}}']),
+        "small_limit": (1 | 16, [init, tools, result]),
+        "silent": (1, [init, tools, "T6000"]),
+        "server_errors": (1, [init, tools, 'S{"event":"pusher:error","data":{"code":4301,"message":"Client event rejected due to rate limit"}}', "T6000"]),
+    }
+    for name, (mode, lines) in seeds.items():
+        write("channel", name, bytes([mode]) + "\n".join(lines).encode("utf-8"))
+
+
 def main():
     # Start over, but keep the regression inputs (crash artifacts copied in
     # as corpus/<target>/regression-*) and the kept finds (found-*).
@@ -587,6 +622,7 @@ def main():
     share_link()
     profile()
     pusher()
+    channel()
     total = 0
     for target in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, target))

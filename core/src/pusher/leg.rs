@@ -27,7 +27,9 @@ use crate::egress::endpoint::RelayUrl;
 use crate::egress::wire::{
     HttpEvent, HttpMethod, HttpRequest, Leg, RequestId, SocketEvent, SocketTransmit, Transmit,
 };
-use crate::error::{ChannelError, Error, ProtocolError, TransportError, TransportErrorKind};
+use crate::error::{
+    ChannelError, Error, ProtocolError, TransportError, TransportErrorKind, redact_text,
+};
 use crate::error::{DeliveryUnknown, Unauthorized};
 use crate::invite::invitation::RelayToken;
 use crate::pusher::auth::ChannelAuth;
@@ -509,7 +511,7 @@ impl ChannelLeg {
                     }
                 }
                 PusherEvent::SubscriptionRefused(e) => {
-                    self.refused = Some(e.message);
+                    self.refused = Some(self.scrub(&e.message));
                     self.fail_leg(Error::AttachmentUnauthorized(Unauthorized::Channel), true);
                     return;
                 }
@@ -529,9 +531,10 @@ impl ChannelLeg {
                     }
                 }
                 PusherEvent::ServerError(e) => {
+                    let message = self.scrub(&e.message);
                     self.refused = Some(match e.code.code() {
-                        Some(code) => format!("{} (Pusher error {code})", e.message),
-                        None => e.message,
+                        Some(code) => format!("{message} (Pusher error {code})"),
+                        None => message,
                     });
                 }
                 PusherEvent::Closed(why) => {
@@ -557,6 +560,19 @@ impl ChannelLeg {
                 }
             }
         }
+    }
+
+    /// A server's words, made safe to quote: never the token (a server
+    /// that learnt it cannot make an error carry it), nor a credential
+    /// ([`redact_text`]).
+    fn scrub(&self, text: &str) -> String {
+        let token = self.token.expose();
+        let text = if token.is_empty() {
+            text.to_owned()
+        } else {
+            text.replace(token, "[redacted]")
+        };
+        redact_text(&text)
     }
 
     /// The words of an error over this channel: a wait that ended at its
