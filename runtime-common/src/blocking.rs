@@ -72,6 +72,24 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
     async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
         self.store.release(guard)
     }
+
+    async fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        self.store.lock_and_get(id, lease, wait)
+    }
+
+    async fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        self.store.put_and_release(guard, record, expected)
+    }
 }
 
 /// The Human+ manager for blocking code (queue workers, scripts): attaches

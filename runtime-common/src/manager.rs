@@ -47,9 +47,9 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{
     Activity, Busy, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig,
-    Operation, OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreErrorKind,
-    SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision, TransportError,
-    TransportErrorKind, WarmLeg,
+    Operation, OperationOutput, Outcome, Owner, OwnerKey, Participant, ReceiveLeg, Seen,
+    StoreErrorKind, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision,
+    TransportError, TransportErrorKind, WarmLeg,
 };
 use human_plus_store::{
     AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
@@ -1582,7 +1582,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ) -> Result<T, Error> {
         let inner = &*self.inner;
         let deadline = D::now() + config.transport.timeout;
-        let (guard, queued) = self.take_turn(&id, deadline).await?;
+        let (guard, record, queued) = self.take_turn(&id, deadline).await?;
         let lock = Arc::new(Held::new(guard, inner.lock_lease, deadline));
         let held = Holding::new(&inner.holding, &id, &lock);
         if inner.shut.load(Ordering::SeqCst) {
@@ -1591,7 +1591,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             return Err(Error::ShutDown);
         }
         let work = async {
-            let record = self.load(&id).await?;
+            let record = record.ok_or(Error::AttachmentMissing)?;
             // The operation reads the cache once, when it is built: no copy.
             let mut op = {
                 let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1619,26 +1619,46 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             };
             futures_lite::future::or(work, renewing).await
         };
-        // Ended by a shutdown's grace before anything that acts was sent:
-        // nothing was sent, another worker serves it.
-        let result = match result {
-            Err(Error::Timeout) if lock.halt.at().is_some() => Err(Error::ShutDown),
-            other => other,
-        };
+        let lock_halted = lock.halt.at().is_some();
         lock.stop();
         // Not held here any more before the lock is given back: the next
         // holder marks it again once it has the lock.
         drop(held);
-        // Given back before the answer (one store round trip), so the next
+        // The record stored and the lock given back before the answer, in
+        // one store step (one round trip with Redis: issue 43), so the next
         // call, here or on another replica, finds it free rather than
-        // queued behind a release on a background thread (issue 43: under
-        // load the queued release made calls wait and cost store commands).
-        // Only a failed release is left to the guard's drop.
-        if inner.store.release(&lock.guard).await.is_ok() {
-            lock.guard.disarm();
-        }
+        // queued behind a release on a background thread. A release that
+        // failed is left to the guard's drop (a store disarms a guard it
+        // gave back).
+        let result = match result {
+            Ok(outcome) => {
+                let stored = match &outcome.record {
+                    Some(record) => {
+                        inner
+                            .store
+                            .put_and_release(&lock.guard, record, Some(outcome.expected_generation))
+                            .await
+                    }
+                    None => {
+                        let _ = inner.store.release(&lock.guard).await;
+                        Ok(())
+                    }
+                };
+                let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+                outcome.settle(&mut cache, stored)
+            }
+            Err(e) => {
+                let _ = inner.store.release(&lock.guard).await;
+                Err(e)
+            }
+        };
         drop(lock);
-        result
+        // Ended by a shutdown's grace before anything that acts was sent:
+        // nothing was sent, another worker serves it.
+        match result {
+            Err(Error::Timeout) if lock_halted => Err(Error::ShutDown),
+            other => other,
+        }
     }
 
     /// Has the keeper thread renew `lock` until the ticket drops.
@@ -1661,7 +1681,11 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// for one of ours, when that operation is promised to end; for a lock
     /// held elsewhere, the holder's lease left, as the store last saw it.
     /// Also says whether the operation waited behind one of this manager's.
-    async fn take_turn(&self, id: &str, deadline: Instant) -> Result<(LockGuard, bool), Error> {
+    async fn take_turn(
+        &self,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>, bool), Error> {
         let inner = &*self.inner;
         let asked = D::now();
         let mut queued = false;
@@ -1673,13 +1697,13 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
                 .saturating_sub(now.saturating_duration_since(asked));
             queued |= self.held_here(id);
             let bound = left.min(lock_left);
-            let lock = async { Some(inner.store.lock_within(id, inner.lock_lease, bound).await) };
+            let lock = async { Some(inner.store.lock_and_get(id, inner.lock_lease, bound).await) };
             let wait = async {
                 D::sleep(bound).await;
                 None
             };
             let busy = match futures_lite::future::or(lock, wait).await {
-                Some(Ok(guard)) => return Ok((guard, queued)),
+                Some(Ok((guard, record))) => return Ok((guard, record, queued)),
                 Some(Err(Error::Busy(busy))) => Some(busy),
                 Some(Err(Error::Store(e))) if e.kind() == StoreErrorKind::LockWait => None,
                 Some(Err(e)) => return Err(e),
@@ -1706,7 +1730,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             let busy = match busy {
                 Some(busy) => busy,
                 None => match self.last_attempt(id).await? {
-                    Ok(guard) => return Ok((guard, queued)),
+                    Ok((guard, record)) => return Ok((guard, record, queued)),
                     Err(busy) => busy,
                 },
             };
@@ -1723,13 +1747,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// timer rather than in the store: one more attempt that does not wait,
     /// whose refusal says how long the holder's lease has left (bounded by
     /// [`LAST_ATTEMPT`], after which the whole lease is the answer).
-    async fn last_attempt(&self, id: &str) -> Result<Result<LockGuard, Busy>, Error> {
+    async fn last_attempt(
+        &self,
+        id: &str,
+    ) -> Result<Result<(LockGuard, Option<SurfaceAttachment>), Busy>, Error> {
         let inner = &*self.inner;
         let attempt = async {
             Some(
                 inner
                     .store
-                    .lock_within(id, inner.lock_lease, Duration::ZERO)
+                    .lock_and_get(id, inner.lock_lease, Duration::ZERO)
                     .await,
             )
         };
@@ -1738,7 +1765,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             None
         };
         match futures_lite::future::or(attempt, bound).await {
-            Some(Ok(guard)) => Ok(Ok(guard)),
+            Some(Ok(taken)) => Ok(Ok(taken)),
             Some(Err(Error::Busy(busy))) => Ok(Err(busy)),
             Some(Err(e)) if !e.is_retryable() => Err(e),
             _ => Ok(Err(Busy::new(inner.lock_lease))),
@@ -1765,13 +1792,14 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     }
 
     /// Drives `op` with the warm leg kept for `id`, keeps the warm leg and
-    /// what the leg saw, stores the changed record with a compare-and-set
-    /// on the loaded generation and settles the init cache.
+    /// what the leg saw, and hands back the outcome, whose record the
+    /// caller stores with a compare-and-set on the loaded generation as it
+    /// gives the lock back, and then settles.
     async fn drive<T: OperationOutput + Send>(
         &self,
         id: String,
         mut op: Operation<T>,
-    ) -> Result<T, Error> {
+    ) -> Result<Outcome<T>, Error> {
         let inner = &*self.inner;
         let mut stream = None;
         if inner.config.transport.warm {
@@ -1798,17 +1826,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             let closed = self.kept().put(id, (leg, stream), D::now());
             drop(closed);
         }
-        let stored = match &outcome.record {
-            Some(record) => {
-                inner
-                    .store
-                    .put(record, Some(outcome.expected_generation))
-                    .await
-            }
-            None => Ok(()),
-        };
-        let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
-        outcome.settle(&mut cache, stored)
+        Ok(outcome)
     }
 }
 
