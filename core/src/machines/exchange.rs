@@ -186,6 +186,7 @@ impl Io {
             closed: None,
             seen: Seen::default(),
             listing: None,
+            unproven: false,
         });
         if self.config.leg.is_poll() {
             self.send_poll(now, deadline, true, false);
@@ -335,9 +336,11 @@ impl Io {
                                     });
                                 if !fresh {
                                     // The relay may have pruned it: a new
-                                    // subscriber answers first.
+                                    // subscriber answers first, and what
+                                    // the old one missed is unknown.
                                     *subscribed = false;
                                     *subscriber = None;
+                                    leg.listing = None;
                                 }
                                 false
                             }
@@ -350,14 +353,14 @@ impl Io {
             self.subscribe(now, deadline);
             return Ok(());
         }
-        let needs_subscribe_poll = matches!(
-            self.leg.as_ref().map(|l| &l.kind),
-            Some(Kind::Poll {
-                subscribed: false,
+        let needs_subscribe_poll = self.leg.as_ref().is_some_and(|l| match &l.kind {
+            Kind::Poll {
+                subscribed,
                 inflight: None,
                 ..
-            })
-        );
+            } => !*subscribed || l.unproven,
+            _ => false,
+        });
         if needs_subscribe_poll {
             self.send_poll(now, deadline, true, false);
         }
@@ -618,6 +621,12 @@ pub(crate) struct Receive {
     pub(crate) seen: Seen,
     /// The listing fetched over it, while current.
     pub(crate) listing: Option<Listing>,
+    /// A long-poll leg whose parked poll came back between operations
+    /// while a listing was kept: frames may wait on the relay unseen, so
+    /// the next poll (zero wait, the same subscriber) must be answered
+    /// before anything is posted, and the listing is current again only
+    /// if none of its frames changed the tools (issue 43).
+    pub(crate) unproven: bool,
 }
 
 /// What one event of the leg produced.
@@ -671,14 +680,15 @@ impl Receive {
             Kind::Sse {
                 status, decoder, ..
             } => status.is_some_and(is_success) && !decoder.is_poisoned(),
-            Kind::Poll { subscribed, .. } => *subscribed,
+            Kind::Poll { subscribed, .. } => *subscribed && !self.unproven,
         }
     }
 
     /// The listing kept with this leg, while current at `now`.
     pub(crate) fn current_listing(&self, now: Instant) -> Option<&Discovery> {
         let l = self.listing.as_ref()?;
-        (self.closed.is_none() && l.epoch == self.epoch && now < l.expires).then_some(&l.discovery)
+        (self.closed.is_none() && !self.unproven && l.epoch == self.epoch && now < l.expires)
+            .then_some(&l.discovery)
     }
 
     /// Keeps `discovery`, fetched over this leg now, until `expires`.
@@ -804,9 +814,11 @@ impl Receive {
                             *last_answered = Some(now);
                             match parse_poll_answer(&p.body, max, fancy, subscriber, cursor) {
                                 Ok(frames) => {
-                                    let subscribe = !*subscribed;
+                                    let proof = self.unproven && !p.parked;
+                                    let subscribe = !*subscribed || proof;
                                     if subscribe {
                                         *subscribed = true;
+                                        self.unproven = false;
                                         news.opened = true;
                                     }
                                     news.answered = Some(Answered {
@@ -820,8 +832,9 @@ impl Receive {
                                         // Between operations nothing polls
                                         // after this: frames may wait on the
                                         // relay unseen, so a kept listing is
-                                        // no longer provably current.
-                                        self.listing = None;
+                                        // current only once the next poll
+                                        // has collected them.
+                                        self.unproven = self.listing.is_some();
                                     }
                                 }
                                 Err(e) => news.failed = Some(e),
@@ -846,6 +859,10 @@ impl Receive {
                     self.listing = None;
                 }
             }
+        }
+        if self.listing.is_none() {
+            // Nothing kept to prove.
+            self.unproven = false;
         }
         if let Some(e) = &news.failed {
             self.close(e.clone());
