@@ -192,8 +192,15 @@ struct Inner<D: Driver, S> {
     /// wait; a shutdown gives each back.
     holding: Mutex<HashMap<String, Arc<Held>>>,
     /// The keeper thread of a blocking manager's leases (unused by an
-    /// async manager, which renews beside each operation).
+    /// async manager, which renews beside each operation); it also closes
+    /// a blocking manager's idle kept legs on time.
     keeper: Keeper,
+    /// Whether the keeper thread sweeps this manager's idle kept legs now
+    /// (a blocking manager keeping legs), and the ticket of that sweep.
+    sweeping: Arc<AtomicBool>,
+    sweep: Mutex<Option<Ticket>>,
+    /// How long a kept leg may go unused.
+    kept_leg_idle: Duration,
     /// Set by [`HumanPlus::shutdown`]: nothing more starts.
     shut: AtomicBool,
     connect_timeout: Duration,
@@ -303,6 +310,9 @@ impl<D: Driver, S> HumanPlus<D, S> {
                 seen: Mutex::new(HashMap::new()),
                 holding: Mutex::new(HashMap::new()),
                 keeper: Keeper::default(),
+                sweeping: Arc::new(AtomicBool::new(false)),
+                sweep: Mutex::new(None),
+                kept_leg_idle: parts.kept_legs.idle,
                 shut: AtomicBool::new(false),
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
@@ -1219,6 +1229,78 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         }
     }
 
+    /// Closes every kept leg that has gone unused for the idle time
+    /// ([`HumanPlusBuilder::kept_leg_idle`]) now, without an operation:
+    /// what a quiet service calls on a timer, as hyper's pool closes its
+    /// idle connections on one, so the person's page sees an agent that
+    /// stopped working leave on time rather than at the manager's next
+    /// operation. Returns how many it closed. Dropping a leg closes its
+    /// stream; nothing is sent, no lock is taken. A blocking manager needs
+    /// none of this: its keeper thread closes its idle legs by itself. An
+    /// async manager spawns nothing of its own, so a service that may go
+    /// quiet calls this (every [`HumanPlus::next_idle_close`], or every few
+    /// seconds).
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: human_plus_runtime::HumanPlus<D>) {
+    /// // Beside the service (tokio: `tokio::spawn`), for as long as it runs.
+    /// loop {
+    ///     let wait = human_plus.next_idle_close().unwrap_or(std::time::Duration::from_secs(5));
+    ///     D::sleep(wait).await;
+    ///     let closed = human_plus.close_idle_legs();
+    ///     # let _ = closed;
+    /// }
+    /// # }
+    /// ```
+    pub fn close_idle_legs(&self) -> usize {
+        let closed = self.kept().expire(D::now());
+        let n = closed.len();
+        // Dropped outside the set's lock: closing a stream may take a
+        // moment.
+        drop(closed);
+        n
+    }
+
+    /// How long until the least recently used kept leg falls idle (when
+    /// [`HumanPlus::close_idle_legs`] would close it): `None` when no leg
+    /// is kept (or the idle time never ends). No network, no lock.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>) {
+    /// match human_plus.next_idle_close() {
+    ///     Some(wait) => println!("a kept leg falls idle in {wait:?}"),
+    ///     None => println!("no leg kept"),
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn next_idle_close(&self) -> Option<Duration> {
+        let at = self.kept().next_expiry()?;
+        Some(at.saturating_duration_since(D::now()))
+    }
+
+    /// A blocking manager that kept a leg: its keeper thread closes the
+    /// idle ones on time, for as long as any is kept.
+    fn sweep_on_keeper(&self) {
+        let inner = &*self.inner;
+        if inner.sweeping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let idle = inner.kept_leg_idle;
+        let sweeper: Arc<dyn Keep> = Arc::new(Sweeper::<D, S> {
+            inner: Arc::downgrade(&self.inner),
+            sweeping: Arc::clone(&inner.sweeping),
+            every: (idle / 4).clamp(SWEEP_MIN, SWEEP_MAX),
+        });
+        let ticket = inner.keeper.keep(sweeper);
+        let old = inner
+            .sweep
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(ticket);
+        drop(old);
+    }
+
     /// Checks that the attachment `id` exists and belongs to `owner`.
     async fn owned(&self, owner: &OwnerKey, id: &str) -> Result<(), Error> {
         let record = self.load(id).await?;
@@ -1825,8 +1907,57 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         if let Some(leg) = outcome.warm.take() {
             let closed = self.kept().put(id, (leg, stream), D::now());
             drop(closed);
+            if <D::Flavour as Flavour>::BLOCKING {
+                self.sweep_on_keeper();
+            }
         }
         Ok(outcome)
+    }
+}
+
+/// The keeper thread's sweep of a blocking manager's idle kept legs: due
+/// when the least recently used falls idle, and on for as long as any leg
+/// is kept (a weak handle: the keeper never keeps a dropped manager alive).
+struct Sweeper<D: Driver, S> {
+    inner: std::sync::Weak<Inner<D, S>>,
+    sweeping: Arc<AtomicBool>,
+    every: Duration,
+}
+
+/// The least time between two sweeps of the keeper thread.
+const SWEEP_MIN: Duration = Duration::from_millis(10);
+
+/// The most time between two sweeps of the keeper thread: an idle leg
+/// closes within its idle time and this.
+const SWEEP_MAX: Duration = Duration::from_secs(5);
+
+impl<D: Driver, S: Send + Sync + 'static> Keep for Sweeper<D, S> {
+    fn renew_blocking(&self) -> bool {
+        let Some(inner) = self.inner.upgrade() else {
+            return false;
+        };
+        let (closed, empty) = {
+            let mut kept = inner.warm.lock().unwrap_or_else(PoisonError::into_inner);
+            let closed = kept.expire(D::now());
+            // Off before the look, so a leg kept meanwhile either is seen
+            // here or starts a sweep of its own.
+            self.sweeping.store(false, Ordering::SeqCst);
+            (closed, kept.is_empty())
+        };
+        drop(closed);
+        !empty
+            && self
+                .sweeping
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    }
+
+    /// A fixed pace, a quarter of the idle time (between 10 ms and 5 s):
+    /// the keeper asks for it under its own lock, where the manager must
+    /// not be touched (were this the last handle, dropping it there would
+    /// take that lock again).
+    fn every(&self) -> Duration {
+        self.every
     }
 }
 

@@ -15,6 +15,8 @@ use human_plus_any::AgentSetup;
 use human_plus_core::{ManagerConfig, Participant, TransportConfig, TrustPolicy};
 use serde_json::json;
 
+use human_plus_any::RuntimeKind;
+
 use crate::{Client, Env, LegKind, Runtime, Setup};
 
 fn trust() -> TrustPolicy {
@@ -234,6 +236,44 @@ pub fn least_recently_used_at_the_bound<R: Runtime>(leg: LegKind) {
         });
         assert!(streaming(&env, b.client_id()) && streaming(&env, c.client_id()));
     }
+}
+
+/// A quiet manager's idle legs close on time, with no operation running
+/// (issue 43): the blocking manager's keeper thread closes them by itself;
+/// an async manager closes them when the service calls `close_idle_legs`
+/// (on its timer). The next call opens a new leg and is answered.
+pub fn closed_on_time_while_quiet<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let idle = Duration::from_millis(600);
+    let hp = client::<R>(&env, leg, |s| s.kept_legs.idle = idle);
+    let a = hp
+        .attach(&owner(1), env.invitation(), participant(1))
+        .unwrap();
+    read(hp.as_ref(), 1, a.id());
+    joins_settle(&env, 1);
+    assert_eq!(hp.close_idle_legs(), 0, "{leg:?}: not idle yet");
+    if leg == LegKind::Sse {
+        assert!(streaming(&env, a.client_id()), "kept");
+    }
+    thread::sleep(idle + Duration::from_millis(400));
+    if R::KIND == RuntimeKind::Blocking {
+        // Nothing ran since: the keeper thread closed it on time.
+        if leg == LegKind::Sse {
+            wait_until("the keeper closed the idle leg", || {
+                !streaming(&env, a.client_id())
+            });
+        }
+        assert_eq!(hp.close_idle_legs(), 0, "{leg:?}: closed already");
+    } else {
+        assert_eq!(hp.close_idle_legs(), 1, "{leg:?}: the idle leg");
+        if leg == LegKind::Sse {
+            wait_until("the idle leg closed at the relay", || {
+                !streaming(&env, a.client_id())
+            });
+        }
+    }
+    read(hp.as_ref(), 1, a.id());
+    joins_settle(&env, 2);
 }
 
 /// Two replicas (two managers over one store) serve one conversation in
