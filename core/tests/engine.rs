@@ -1528,6 +1528,26 @@ fn listings_are_not_reused_without_list_changed_after_a_gap_or_past_their_age() 
         .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
     a.call("sheet_read", json!({})).unwrap();
     assert_eq!(a.sim.methods()[5..], ["tools/list", "tools/call"]);
+    // An operation that never waits on the leg (an announcement) comes
+    // first: the next call does not wait on the poll parked after it to
+    // post; it lists.
+    a.sim
+        .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/peer_joined"}));
+    a.announce(&Activity::new("editing")).unwrap();
+    let before = a.sim.now;
+    a.call("sheet_read", json!({})).unwrap();
+    assert!(
+        a.sim.now - before < Duration::from_secs(1),
+        "no wait on the parked poll"
+    );
+    assert_eq!(
+        a.sim.methods()[7..],
+        [
+            "notifications/human-plus/activity",
+            "tools/list",
+            "tools/call"
+        ]
+    );
 }
 
 #[test]

@@ -454,6 +454,13 @@ impl Io {
             return None;
         }
         let mut leg = self.leg.take()?;
+        if leg.unproven {
+            // Not proven during this operation (it never waited on the
+            // leg): the poll parked next may be taken over by the next
+            // operation, which must not wait on it to post; it lists.
+            leg.unproven = false;
+            leg.listing = None;
+        }
         match &mut leg.kind {
             Kind::Sse { id, .. } => {
                 if *id != RequestId::WARM {
