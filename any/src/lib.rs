@@ -272,6 +272,12 @@ pub trait Agent: Send + Sync {
     /// # Errors
     /// As the runtime's `listing_current_for`.
     fn listing_current_for(&self, owner: &str, id: &str) -> Result<Option<Duration>, Error>;
+    /// `close_idle_legs`: closes the kept legs unused for the idle time,
+    /// now; how many. An agent that keeps no legs closes none (the
+    /// default).
+    fn close_idle_legs(&self) -> usize {
+        0
+    }
     /// `changes_since`
     ///
     /// # Errors
@@ -415,6 +421,9 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static, X: Exec> Agent for Run<D, S, 
     }
     fn listing_current_for(&self, owner: &str, id: &str) -> Result<Option<Duration>, Error> {
         self.exec.run(self.manager.listing_current_for(owner, id))
+    }
+    fn close_idle_legs(&self) -> usize {
+        self.manager.close_idle_legs()
     }
     fn changes_since(&self, owner: &str, id: &str) -> Result<SurfaceChanges, Error> {
         self.exec.run(self.manager.changes_since(owner, id))

@@ -34,16 +34,11 @@ pub struct RedisStats {
 }
 
 /// The commands a client sends itself (each one round trip); the others
-/// in `INFO commandstats` run inside the store's Lua scripts.
-const SENT: [&str; 7] = [
-    "hmget",
-    "evalsha",
-    "eval",
-    "script|load",
-    "ping",
-    "wait",
-    "hgetall",
-];
+/// in `INFO commandstats` run inside the store's Lua scripts. Since issue
+/// 43 a manager's `HMGET` runs inside the lock's script, so it is not
+/// counted as sent (a `get` outside an operation, `status` or `find`, is
+/// one round trip these counts miss; the benchmarks that count make none).
+const SENT: [&str; 6] = ["evalsha", "eval", "script|load", "ping", "wait", "hgetall"];
 
 impl RedisStats {
     /// What happened between `before` and `self`, the `INFO` commands
@@ -246,7 +241,7 @@ mod tests {
             20,
             "hmget 5 + evalsha 10 + set 5, info left out"
         );
-        assert_eq!(d.round_trips(), 15, "set runs inside a script");
+        assert_eq!(d.round_trips(), 10, "set and hmget run inside a script");
         assert_eq!(d.connections, 1);
         assert!(!d.calls.contains_key("info"));
     }

@@ -6,15 +6,18 @@
 //! runtime of their own, so what each page saw can be counted), one
 //! conversation per page, all called concurrently: each conversation's
 //! calls alternate between the two replicas, as a load balancer spreads
-//! them. Three rows, measured in alternating windows (kept, cold, floor,
-//! kept, cold, floor, ...):
+//! them. Four rows, measured in alternating windows (kept, cold, floor,
+//! store, kept, ...):
 //!
 //! * **kept**: the managers as a service builds them now, with the
 //!   defaults (legs kept, bounded);
 //! * **cold**: the same with `TransportConfig::warm(false)`, the shipped
 //!   default before issue 43: one leg per operation;
 //! * **floor**: a bare relay client keeping one leg per page
-//!   ([`KeptFloor`]), no store.
+//!   ([`KeptFloor`]), no store;
+//! * **store**: the kept row's stores alone, each call's store work of a
+//!   warm read (`lock_and_get`, then `release`) and nothing else: the
+//!   store's share of a kept call.
 //!
 //! Per row: p50 and p99 of a call, the `tools/list` and `tools/call` the
 //! pages received per call, the presence changes they saw per call
@@ -49,6 +52,12 @@ pub struct ServiceOpts {
     pub calls: usize,
     /// The receive leg.
     pub leg: LegKind,
+    /// Each conversation called on one replica only (sticky routing)
+    /// instead of alternating: what the two replicas' alternation costs.
+    pub sticky: bool,
+    /// At most this many conversations called at once (default: all), as
+    /// a service's own request concurrency bounds them.
+    pub concurrency: usize,
 }
 
 type Replica = HumanPlus<AsyncRedisAttachmentStore>;
@@ -178,8 +187,10 @@ pub fn run(opts: &ServiceOpts) -> String {
     // Each conversation attached once per row (verified), then called once
     // on each replica: the kept row's legs are open from here.
     let mut ids: Vec<Vec<String>> = Vec::new();
+    let mut clients: Vec<std::collections::HashSet<String>> = Vec::new();
     for pair in [&kept, &cold] {
         let mut row = Vec::new();
+        let mut labels = std::collections::HashSet::new();
         for i in 0..opts.conversations {
             let p = Participant::new(format!("agent:{i}"), "Assistant", "#7c3aed");
             let page = invitation(i % opts.pages);
@@ -187,6 +198,7 @@ pub fn run(opts: &ServiceOpts) -> String {
                 .block_on(pair[0].attach_as(OWNER, &format!("c-{i}"), page, p))
                 .unwrap_or_else(|e| panic!("attach: {e}"));
             let id = attached.attachment.id().to_owned();
+            labels.insert(attached.attachment.client_id().to_owned());
             for r in pair {
                 rt.block_on(r.call(OWNER, &id, TOOL, tool_args()))
                     .unwrap_or_else(|e| panic!("first call: {e}"));
@@ -194,6 +206,7 @@ pub fn run(opts: &ServiceOpts) -> String {
             row.push(id);
         }
         ids.push(row);
+        clients.push(labels);
     }
     let relay_addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut floors: Vec<Option<KeptFloor>> = rt.block_on(async {
@@ -214,7 +227,7 @@ pub fn run(opts: &ServiceOpts) -> String {
         }
         out
     });
-    let mut rows: [Row; 3] = Default::default();
+    let mut rows: [Row; 4] = Default::default();
     for _ in 0..opts.rounds {
         for (r, row) in rows.iter_mut().enumerate() {
             let before = page_counts(&pages);
@@ -222,9 +235,17 @@ pub fn run(opts: &ServiceOpts) -> String {
             let (samples, errors) = match r {
                 0 | 1 => {
                     let pair = if r == 0 { &kept } else { &cold };
-                    managers_window(&rt, pair, &ids[r], opts.calls)
+                    managers_window(
+                        &rt,
+                        pair,
+                        &ids[r],
+                        opts.calls,
+                        opts.sticky,
+                        opts.concurrency,
+                    )
                 }
-                _ => floor_window(&rt, &mut floors, opts.calls),
+                2 => floor_window(&rt, &mut floors, opts.calls),
+                _ => store_window(&rt, &kept, &ids[0], opts.calls, opts.concurrency),
             };
             let redis_after = redis.stats().unwrap_or_default();
             let after = page_counts(&pages);
@@ -237,12 +258,18 @@ pub fn run(opts: &ServiceOpts) -> String {
         }
     }
     let mut out = format!(
-        "{} pages, {} conversations called concurrently (kept legs bound: {}); two replicas on one redis-server; {} leg; \
-         {} windows per row of {} calls per conversation, alternating kept, cold, floor (the floor: one client per page)\n\n",
+        "{} pages, {} conversations called concurrently ({} at once; kept legs bound: {}); two replicas on one redis-server{}; {} leg; \
+         {} windows per row of {} calls per conversation, alternating kept, cold, floor, store (the floor: one client per page)\n\n",
         opts.pages,
         opts.conversations,
+        opts.concurrency.min(opts.conversations),
         opts.kept_legs
             .map_or_else(|| "the default".to_owned(), |n| n.to_string()),
+        if opts.sticky {
+            ", each conversation on one of them (sticky)"
+        } else {
+            ", each conversation's calls alternating between them"
+        },
         opts.leg.name(),
         opts.rounds,
         opts.calls,
@@ -259,6 +286,7 @@ pub fn run(opts: &ServiceOpts) -> String {
         "kept (the defaults)",
         "cold (`warm(false)`, the default before)",
         "floor (bare client, one kept leg per page)",
+        "store alone (a warm read's `lock_and_get` + `release`, no relay)",
     ];
     for (row, name) in rows.iter_mut().zip(names) {
         row.samples.sort_unstable();
@@ -285,6 +313,26 @@ pub fn run(opts: &ServiceOpts) -> String {
     out.push_str(&format!(
         "\nThis process (relay, pages, both rows' replicas, the floor) at the end: {:.1} MiB resident\n",
         rss_kib as f64 / 1024.0
+    ));
+    // The legs the relay holds open for each row's attachments (its
+    // subscribers labelled with their client ids; a poll subscriber stays
+    // until the relay reaps it).
+    let open: Vec<usize> = clients
+        .iter()
+        .map(|labels| {
+            sessions
+                .iter()
+                .flat_map(|s| relay.subscribers(s))
+                .filter(|sub| sub.client.as_ref().is_some_and(|c| labels.contains(c)))
+                .count()
+        })
+        .collect();
+    out.push_str(&format!(
+        "Legs open at the relay at the end: kept row {} (two replicas, each keeping at most {}), cold row {}\n",
+        open[0],
+        opts.kept_legs
+            .unwrap_or(human_plus_tokio::DEFAULT_KEPT_LEGS),
+        open[1],
     ));
     for (row, name) in rows.iter().zip(["kept", "cold"]) {
         let n = row.samples.len().max(1) as f64;
@@ -315,23 +363,84 @@ fn managers_window(
     pair: &[Replica; 2],
     ids: &[String],
     calls: usize,
+    sticky: bool,
+    concurrency: usize,
 ) -> (Vec<Duration>, usize) {
     rt.block_on(async {
         let mut tasks = Vec::new();
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
+            concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        ));
         for (i, id) in ids.iter().enumerate() {
             let pair = [pair[0].clone(), pair[1].clone()];
             let id = id.clone();
+            let permits = std::sync::Arc::clone(&permits);
             tasks.push(tokio::spawn(async move {
+                let _permit = permits.acquire_owned().await;
                 let mut samples = Vec::with_capacity(calls);
                 let mut errors = 0;
                 for k in 0..calls {
-                    let replica = &pair[(i + k) % 2];
+                    let replica = &pair[if sticky { i % 2 } else { (i + k) % 2 }];
                     let start = Instant::now();
                     match replica.call(OWNER, &id, TOOL, tool_args()).await {
                         Ok(_) => samples.push(start.elapsed()),
                         Err(e) => {
                             errors += 1;
                             eprintln!("service: {}", e.code());
+                        }
+                    }
+                }
+                (samples, errors)
+            }));
+        }
+        let mut all = (Vec::new(), 0);
+        for t in tasks {
+            if let Ok((s, e)) = t.await {
+                all.0.extend(s);
+                all.1 += e;
+            }
+        }
+        all
+    })
+}
+
+/// One window of the store alone: each conversation's `calls` warm reads' store work
+/// (the lock taken with the record, then given back), on the
+/// kept row's replicas' stores, alternating as the calls do.
+fn store_window(
+    rt: &tokio::runtime::Runtime,
+    pair: &[Replica; 2],
+    ids: &[String],
+    calls: usize,
+    concurrency: usize,
+) -> (Vec<Duration>, usize) {
+    use human_plus_tokio::AsyncAttachmentStore;
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
+            concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        ));
+        for (i, id) in ids.iter().enumerate() {
+            let pair = [pair[0].clone(), pair[1].clone()];
+            let id = id.clone();
+            let permits = std::sync::Arc::clone(&permits);
+            tasks.push(tokio::spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let mut samples = Vec::with_capacity(calls);
+                let mut errors = 0;
+                for k in 0..calls {
+                    let store = pair[(i + k) % 2].store();
+                    let start = Instant::now();
+                    let lease = human_plus_tokio::DEFAULT_LEASE;
+                    let wait = human_plus_tokio::DEFAULT_LOCK_WAIT;
+                    match store.lock_and_get(&id, lease, wait).await {
+                        Ok((guard, _)) => {
+                            let _ = store.release(&guard).await;
+                            samples.push(start.elapsed());
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            eprintln!("store: {}", e.code());
                         }
                     }
                 }

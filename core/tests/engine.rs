@@ -1507,8 +1507,10 @@ fn listings_are_not_reused_without_list_changed_after_a_gap_or_past_their_age() 
     a.call("sheet_read", json!({})).unwrap();
     assert_eq!(a.sim.methods()[4..], ["tools/list", "tools/call"]);
 
-    // A long-poll leg whose parked poll returned between operations: frames
-    // may have waited on the relay unseen, so list again.
+    // A long-poll leg whose parked poll returned between operations (the
+    // reply to another replica's call, say): frames may have waited on the
+    // relay unseen, so the next operation's first poll is answered before
+    // anything is posted, and proves the listing current (issue 43).
     let (_, sim) = sheet();
     let mut a = Agent::new(sim)
         .with_leg(ReceiveLeg::fancy_poll())
@@ -1517,7 +1519,35 @@ fn listings_are_not_reused_without_list_changed_after_a_gap_or_past_their_age() 
     a.sim
         .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/peer_joined"}));
     a.call("sheet_read", json!({})).unwrap();
-    assert_eq!(a.sim.methods()[4..], ["tools/list", "tools/call"]);
+    assert_eq!(a.sim.methods()[4..], ["tools/call"]);
+    // The tools changed while nothing polled: that first poll brings the
+    // change, and the operation lists again before it calls.
+    a.sim
+        .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/peer_joined"}));
+    a.sim
+        .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    a.call("sheet_read", json!({})).unwrap();
+    assert_eq!(a.sim.methods()[5..], ["tools/list", "tools/call"]);
+    // An operation that never waits on the leg (an announcement) comes
+    // first: the next call does not wait on the poll parked after it to
+    // post; it lists.
+    a.sim
+        .broadcast(json!({"jsonrpc": "2.0", "method": "notifications/peer_joined"}));
+    a.announce(&Activity::new("editing")).unwrap();
+    let before = a.sim.now;
+    a.call("sheet_read", json!({})).unwrap();
+    assert!(
+        a.sim.now - before < Duration::from_secs(1),
+        "no wait on the parked poll"
+    );
+    assert_eq!(
+        a.sim.methods()[7..],
+        [
+            "notifications/human-plus/activity",
+            "tools/list",
+            "tools/call"
+        ]
+    );
 }
 
 #[test]

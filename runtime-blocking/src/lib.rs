@@ -84,6 +84,8 @@
 //!   [`announce_with_timeout`](generic::BlockingHumanPlus::announce_with_timeout));
 //! - known without the network: [`take_seen`](generic::BlockingHumanPlus::take_seen),
 //!   [`listing_current_for`](generic::BlockingHumanPlus::listing_current_for), [`status`](generic::BlockingHumanPlus::status),
+//!   [`close_idle_legs`](generic::BlockingHumanPlus::close_idle_legs) and [`next_idle_close`](generic::BlockingHumanPlus::next_idle_close)
+//!   (a quiet manager's idle kept legs closed on time),
 //!   [`conflict_detection`](generic::BlockingHumanPlus::conflict_detection);
 //! - the end: [`detach`](generic::BlockingHumanPlus::detach), [`shutdown`](generic::BlockingHumanPlus::shutdown);
 //! - making one: [`new`](generic::BlockingHumanPlus::new), [`builder`](generic::BlockingHumanPlus::builder).

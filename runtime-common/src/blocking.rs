@@ -72,6 +72,24 @@ impl<S: AttachmentStore> AsyncAttachmentStore for SyncStore<S> {
     async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
         self.store.release(guard)
     }
+
+    async fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        self.store.lock_and_get(id, lease, wait)
+    }
+
+    async fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        self.store.put_and_release(guard, record, expected)
+    }
 }
 
 /// The Human+ manager for blocking code (queue workers, scripts): attaches
@@ -731,6 +749,38 @@ impl<D: Driver, S: AttachmentStore + 'static> BlockingHumanPlus<D, S> {
     /// ```
     pub fn take_seen<O: Owner + ?Sized>(&self, owner: &O, attachment: &str) -> Result<Seen, Error> {
         block_on(self.inner.take_seen(owner, attachment))
+    }
+
+    /// Closes every kept leg unused for the idle time now, without an
+    /// operation, and returns how many. A blocking manager rarely needs
+    /// it: its keeper thread (`human-plus-lease`) closes idle legs by
+    /// itself, within a quarter of the idle time (at most 5 s) after they
+    /// fall idle, for as long as it keeps any, so a quiet worker's legs
+    /// leave the person's page on time. Nothing is sent, no lock is taken.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>) {
+    /// let closed = human_plus.close_idle_legs();
+    /// println!("{closed} idle legs closed");
+    /// # }
+    /// ```
+    pub fn close_idle_legs(&self) -> usize {
+        self.inner.close_idle_legs()
+    }
+
+    /// How long until the least recently used kept leg falls idle; `None`
+    /// when none is kept. No network, no lock.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::BlockingHumanPlus<D>) {
+    /// if let Some(wait) = human_plus.next_idle_close() {
+    ///     println!("a kept leg falls idle in {wait:?}");
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn next_idle_close(&self) -> Option<Duration> {
+        self.inner.next_idle_close()
     }
 
     /// How much longer the admitted listing kept with the attachment's warm leg

@@ -193,6 +193,19 @@ impl<V> KeptLegs<V> {
         closed
     }
 
+    /// When the least recently used value falls idle (and is closed by
+    /// the next [`KeptLegs::expire`] at or after it); `None` when none is
+    /// kept, or the idle time never ends.
+    pub(crate) fn next_expiry(&self) -> Option<Instant> {
+        let (_, key) = self.order.first_key_value()?;
+        self.slots.get(key)?.used.checked_add(self.bounds.idle)
+    }
+
+    /// Whether none is kept.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// Closes everything (a shutdown).
     pub(crate) fn drain(&mut self) -> Vec<V> {
         self.order.clear();
@@ -316,6 +329,25 @@ mod tests {
         });
         k.put("a".into(), "leg a", t0);
         assert_eq!(k.take("a", at(t0, 1_000_000)).0, Some("leg a"));
+    }
+
+    #[test]
+    fn the_next_expiry_is_the_least_recently_used_ones() {
+        let t0 = Instant::now();
+        let mut k = legs(4, 10);
+        assert_eq!(k.next_expiry(), None);
+        assert!(k.is_empty());
+        assert!(k.put("a".into(), "A", at(t0, 0)).is_empty());
+        assert!(k.put("b".into(), "B", at(t0, 3)).is_empty());
+        assert_eq!(k.next_expiry(), Some(at(t0, 10)));
+        assert_eq!(k.expire(at(t0, 10)), vec!["A"]);
+        assert_eq!(k.next_expiry(), Some(at(t0, 13)));
+        let mut forever = KeptLegs::new(KeptLegBounds {
+            max: 4,
+            idle: Duration::MAX,
+        });
+        assert!(forever.put("a".into(), "A", t0).is_empty());
+        assert_eq!(forever.next_expiry(), None);
     }
 
     #[test]

@@ -47,9 +47,9 @@ use std::time::{Duration, Instant};
 
 use human_plus_core::{
     Activity, Busy, CallResult, ConflictDetection, Discovery, Error, InitCache, ManagerConfig,
-    Operation, OperationOutput, Owner, OwnerKey, Participant, ReceiveLeg, Seen, StoreErrorKind,
-    SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision, TransportError,
-    TransportErrorKind, WarmLeg,
+    Operation, OperationOutput, Outcome, Owner, OwnerKey, Participant, ReceiveLeg, Seen,
+    StoreErrorKind, SurfaceAttachment, SurfaceChanges, SurfaceInvitation, SurfaceRevision,
+    TransportError, TransportErrorKind, WarmLeg,
 };
 use human_plus_store::{
     AsyncAttachmentStore, DEFAULT_LEASE, DEFAULT_LOCK_WAIT, InMemoryAttachmentStore, LockGuard,
@@ -192,8 +192,15 @@ struct Inner<D: Driver, S> {
     /// wait; a shutdown gives each back.
     holding: Mutex<HashMap<String, Arc<Held>>>,
     /// The keeper thread of a blocking manager's leases (unused by an
-    /// async manager, which renews beside each operation).
+    /// async manager, which renews beside each operation); it also closes
+    /// a blocking manager's idle kept legs on time.
     keeper: Keeper,
+    /// Whether the keeper thread sweeps this manager's idle kept legs now
+    /// (a blocking manager keeping legs), and the ticket of that sweep.
+    sweeping: Arc<AtomicBool>,
+    sweep: Mutex<Option<Ticket>>,
+    /// How long a kept leg may go unused.
+    kept_leg_idle: Duration,
     /// Set by [`HumanPlus::shutdown`]: nothing more starts.
     shut: AtomicBool,
     connect_timeout: Duration,
@@ -303,6 +310,9 @@ impl<D: Driver, S> HumanPlus<D, S> {
                 seen: Mutex::new(HashMap::new()),
                 holding: Mutex::new(HashMap::new()),
                 keeper: Keeper::default(),
+                sweeping: Arc::new(AtomicBool::new(false)),
+                sweep: Mutex::new(None),
+                kept_leg_idle: parts.kept_legs.idle,
                 shut: AtomicBool::new(false),
                 connect_timeout: parts.connect_timeout,
                 lock_lease: parts.lock_lease,
@@ -1219,6 +1229,78 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         }
     }
 
+    /// Closes every kept leg that has gone unused for the idle time
+    /// ([`HumanPlusBuilder::kept_leg_idle`]) now, without an operation:
+    /// what a quiet service calls on a timer, as hyper's pool closes its
+    /// idle connections on one, so the person's page sees an agent that
+    /// stopped working leave on time rather than at the manager's next
+    /// operation. Returns how many it closed. Dropping a leg closes its
+    /// stream; nothing is sent, no lock is taken. A blocking manager needs
+    /// none of this: its keeper thread closes its idle legs by itself. An
+    /// async manager spawns nothing of its own, so a service that may go
+    /// quiet calls this (every [`HumanPlus::next_idle_close`], or every few
+    /// seconds).
+    ///
+    /// ```no_run
+    /// # async fn example<D: human_plus_runtime::Driver>(human_plus: human_plus_runtime::HumanPlus<D>) {
+    /// // Beside the service (tokio: `tokio::spawn`), for as long as it runs.
+    /// loop {
+    ///     let wait = human_plus.next_idle_close().unwrap_or(std::time::Duration::from_secs(5));
+    ///     D::sleep(wait).await;
+    ///     let closed = human_plus.close_idle_legs();
+    ///     # let _ = closed;
+    /// }
+    /// # }
+    /// ```
+    pub fn close_idle_legs(&self) -> usize {
+        let closed = self.kept().expire(D::now());
+        let n = closed.len();
+        // Dropped outside the set's lock: closing a stream may take a
+        // moment.
+        drop(closed);
+        n
+    }
+
+    /// How long until the least recently used kept leg falls idle (when
+    /// [`HumanPlus::close_idle_legs`] would close it): `None` when no leg
+    /// is kept (or the idle time never ends). No network, no lock.
+    ///
+    /// ```no_run
+    /// # fn example<D: human_plus_runtime::Driver>(human_plus: &human_plus_runtime::HumanPlus<D>) {
+    /// match human_plus.next_idle_close() {
+    ///     Some(wait) => println!("a kept leg falls idle in {wait:?}"),
+    ///     None => println!("no leg kept"),
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn next_idle_close(&self) -> Option<Duration> {
+        let at = self.kept().next_expiry()?;
+        Some(at.saturating_duration_since(D::now()))
+    }
+
+    /// A blocking manager that kept a leg: its keeper thread closes the
+    /// idle ones on time, for as long as any is kept.
+    fn sweep_on_keeper(&self) {
+        let inner = &*self.inner;
+        if inner.sweeping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let idle = inner.kept_leg_idle;
+        let sweeper: Arc<dyn Keep> = Arc::new(Sweeper::<D, S> {
+            inner: Arc::downgrade(&self.inner),
+            sweeping: Arc::clone(&inner.sweeping),
+            every: (idle / 4).clamp(SWEEP_MIN, SWEEP_MAX),
+        });
+        let ticket = inner.keeper.keep(sweeper);
+        let old = inner
+            .sweep
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(ticket);
+        drop(old);
+    }
+
     /// Checks that the attachment `id` exists and belongs to `owner`.
     async fn owned(&self, owner: &OwnerKey, id: &str) -> Result<(), Error> {
         let record = self.load(id).await?;
@@ -1582,7 +1664,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     ) -> Result<T, Error> {
         let inner = &*self.inner;
         let deadline = D::now() + config.transport.timeout;
-        let (guard, queued) = self.take_turn(&id, deadline).await?;
+        let (guard, record, queued) = self.take_turn(&id, deadline).await?;
         let lock = Arc::new(Held::new(guard, inner.lock_lease, deadline));
         let held = Holding::new(&inner.holding, &id, &lock);
         if inner.shut.load(Ordering::SeqCst) {
@@ -1591,7 +1673,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             return Err(Error::ShutDown);
         }
         let work = async {
-            let record = self.load(&id).await?;
+            let record = record.ok_or(Error::AttachmentMissing)?;
             // The operation reads the cache once, when it is built: no copy.
             let mut op = {
                 let cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1619,26 +1701,46 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             };
             futures_lite::future::or(work, renewing).await
         };
-        // Ended by a shutdown's grace before anything that acts was sent:
-        // nothing was sent, another worker serves it.
-        let result = match result {
-            Err(Error::Timeout) if lock.halt.at().is_some() => Err(Error::ShutDown),
-            other => other,
-        };
+        let lock_halted = lock.halt.at().is_some();
         lock.stop();
         // Not held here any more before the lock is given back: the next
         // holder marks it again once it has the lock.
         drop(held);
-        // Given back before the answer (one store round trip), so the next
+        // The record stored and the lock given back before the answer, in
+        // one store step (one round trip with Redis: issue 43), so the next
         // call, here or on another replica, finds it free rather than
-        // queued behind a release on a background thread (issue 43: under
-        // load the queued release made calls wait and cost store commands).
-        // Only a failed release is left to the guard's drop.
-        if inner.store.release(&lock.guard).await.is_ok() {
-            lock.guard.disarm();
-        }
+        // queued behind a release on a background thread. A release that
+        // failed is left to the guard's drop (a store disarms a guard it
+        // gave back).
+        let result = match result {
+            Ok(outcome) => {
+                let stored = match &outcome.record {
+                    Some(record) => {
+                        inner
+                            .store
+                            .put_and_release(&lock.guard, record, Some(outcome.expected_generation))
+                            .await
+                    }
+                    None => {
+                        let _ = inner.store.release(&lock.guard).await;
+                        Ok(())
+                    }
+                };
+                let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
+                outcome.settle(&mut cache, stored)
+            }
+            Err(e) => {
+                let _ = inner.store.release(&lock.guard).await;
+                Err(e)
+            }
+        };
         drop(lock);
-        result
+        // Ended by a shutdown's grace before anything that acts was sent:
+        // nothing was sent, another worker serves it.
+        match result {
+            Err(Error::Timeout) if lock_halted => Err(Error::ShutDown),
+            other => other,
+        }
     }
 
     /// Has the keeper thread renew `lock` until the ticket drops.
@@ -1661,7 +1763,11 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// for one of ours, when that operation is promised to end; for a lock
     /// held elsewhere, the holder's lease left, as the store last saw it.
     /// Also says whether the operation waited behind one of this manager's.
-    async fn take_turn(&self, id: &str, deadline: Instant) -> Result<(LockGuard, bool), Error> {
+    async fn take_turn(
+        &self,
+        id: &str,
+        deadline: Instant,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>, bool), Error> {
         let inner = &*self.inner;
         let asked = D::now();
         let mut queued = false;
@@ -1673,13 +1779,13 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
                 .saturating_sub(now.saturating_duration_since(asked));
             queued |= self.held_here(id);
             let bound = left.min(lock_left);
-            let lock = async { Some(inner.store.lock_within(id, inner.lock_lease, bound).await) };
+            let lock = async { Some(inner.store.lock_and_get(id, inner.lock_lease, bound).await) };
             let wait = async {
                 D::sleep(bound).await;
                 None
             };
             let busy = match futures_lite::future::or(lock, wait).await {
-                Some(Ok(guard)) => return Ok((guard, queued)),
+                Some(Ok((guard, record))) => return Ok((guard, record, queued)),
                 Some(Err(Error::Busy(busy))) => Some(busy),
                 Some(Err(Error::Store(e))) if e.kind() == StoreErrorKind::LockWait => None,
                 Some(Err(e)) => return Err(e),
@@ -1706,7 +1812,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             let busy = match busy {
                 Some(busy) => busy,
                 None => match self.last_attempt(id).await? {
-                    Ok(guard) => return Ok((guard, queued)),
+                    Ok((guard, record)) => return Ok((guard, record, queued)),
                     Err(busy) => busy,
                 },
             };
@@ -1723,13 +1829,16 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     /// timer rather than in the store: one more attempt that does not wait,
     /// whose refusal says how long the holder's lease has left (bounded by
     /// [`LAST_ATTEMPT`], after which the whole lease is the answer).
-    async fn last_attempt(&self, id: &str) -> Result<Result<LockGuard, Busy>, Error> {
+    async fn last_attempt(
+        &self,
+        id: &str,
+    ) -> Result<Result<(LockGuard, Option<SurfaceAttachment>), Busy>, Error> {
         let inner = &*self.inner;
         let attempt = async {
             Some(
                 inner
                     .store
-                    .lock_within(id, inner.lock_lease, Duration::ZERO)
+                    .lock_and_get(id, inner.lock_lease, Duration::ZERO)
                     .await,
             )
         };
@@ -1738,7 +1847,7 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
             None
         };
         match futures_lite::future::or(attempt, bound).await {
-            Some(Ok(guard)) => Ok(Ok(guard)),
+            Some(Ok(taken)) => Ok(Ok(taken)),
             Some(Err(Error::Busy(busy))) => Ok(Err(busy)),
             Some(Err(e)) if !e.is_retryable() => Err(e),
             _ => Ok(Err(Busy::new(inner.lock_lease))),
@@ -1765,13 +1874,14 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
     }
 
     /// Drives `op` with the warm leg kept for `id`, keeps the warm leg and
-    /// what the leg saw, stores the changed record with a compare-and-set
-    /// on the loaded generation and settles the init cache.
+    /// what the leg saw, and hands back the outcome, whose record the
+    /// caller stores with a compare-and-set on the loaded generation as it
+    /// gives the lock back, and then settles.
     async fn drive<T: OperationOutput + Send>(
         &self,
         id: String,
         mut op: Operation<T>,
-    ) -> Result<T, Error> {
+    ) -> Result<Outcome<T>, Error> {
         let inner = &*self.inner;
         let mut stream = None;
         if inner.config.transport.warm {
@@ -1797,18 +1907,57 @@ impl<D: Driver, S: AsyncAttachmentStore + 'static> HumanPlus<D, S> {
         if let Some(leg) = outcome.warm.take() {
             let closed = self.kept().put(id, (leg, stream), D::now());
             drop(closed);
-        }
-        let stored = match &outcome.record {
-            Some(record) => {
-                inner
-                    .store
-                    .put(record, Some(outcome.expected_generation))
-                    .await
+            if <D::Flavour as Flavour>::BLOCKING {
+                self.sweep_on_keeper();
             }
-            None => Ok(()),
+        }
+        Ok(outcome)
+    }
+}
+
+/// The keeper thread's sweep of a blocking manager's idle kept legs: due
+/// when the least recently used falls idle, and on for as long as any leg
+/// is kept (a weak handle: the keeper never keeps a dropped manager alive).
+struct Sweeper<D: Driver, S> {
+    inner: std::sync::Weak<Inner<D, S>>,
+    sweeping: Arc<AtomicBool>,
+    every: Duration,
+}
+
+/// The least time between two sweeps of the keeper thread.
+const SWEEP_MIN: Duration = Duration::from_millis(10);
+
+/// The most time between two sweeps of the keeper thread: an idle leg
+/// closes within its idle time and this.
+const SWEEP_MAX: Duration = Duration::from_secs(5);
+
+impl<D: Driver, S: Send + Sync + 'static> Keep for Sweeper<D, S> {
+    fn renew_blocking(&self) -> bool {
+        let Some(inner) = self.inner.upgrade() else {
+            return false;
         };
-        let mut cache = inner.init.lock().unwrap_or_else(PoisonError::into_inner);
-        outcome.settle(&mut cache, stored)
+        let (closed, empty) = {
+            let mut kept = inner.warm.lock().unwrap_or_else(PoisonError::into_inner);
+            let closed = kept.expire(D::now());
+            // Off before the look, so a leg kept meanwhile either is seen
+            // here or starts a sweep of its own.
+            self.sweeping.store(false, Ordering::SeqCst);
+            (closed, kept.is_empty())
+        };
+        drop(closed);
+        !empty
+            && self
+                .sweeping
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    }
+
+    /// A fixed pace, a quarter of the idle time (between 10 ms and 5 s):
+    /// the keeper asks for it under its own lock, where the manager must
+    /// not be touched (were this the last handle, dropping it there would
+    /// take that lock again).
+    fn every(&self) -> Duration {
+        self.every
     }
 }
 

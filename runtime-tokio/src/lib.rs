@@ -88,6 +88,8 @@
 //!   [`announce_with_timeout`](generic::HumanPlus::announce_with_timeout));
 //! - known without the network: [`take_seen`](generic::HumanPlus::take_seen),
 //!   [`listing_current_for`](generic::HumanPlus::listing_current_for), [`status`](generic::HumanPlus::status),
+//!   [`close_idle_legs`](generic::HumanPlus::close_idle_legs) and [`next_idle_close`](generic::HumanPlus::next_idle_close)
+//!   (a quiet manager's idle kept legs closed on time),
 //!   [`conflict_detection`](generic::HumanPlus::conflict_detection);
 //! - the end: [`detach`](generic::HumanPlus::detach), [`shutdown`](generic::HumanPlus::shutdown);
 //! - making one: [`new`](generic::HumanPlus::new), [`builder`](generic::HumanPlus::builder).

@@ -303,6 +303,81 @@ pub trait AttachmentStore: Send + Sync {
         let _ = guard;
         Ok(())
     }
+
+    /// Takes the lock of attachment `id` as [`AttachmentStore::lock`]
+    /// does, and loads its record once the lock is held, in one step
+    /// where the store can (the in-memory store: one pass through its map;
+    /// the Redis store: one script, one round trip). What a manager does
+    /// at the start of every operation. The default locks, then gets.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::*;
+    /// use human_plus_store::{AttachmentStore, InMemoryAttachmentStore};
+    ///
+    /// let store = InMemoryAttachmentStore::new();
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let record = SurfaceAttachment::mint(OwnerKey::of("o")?, inv, Participant::new("a", "A", "#000"), &mut SeededEntropy::new(1));
+    /// store.put(&record, None)?;
+    /// let (guard, loaded) = store.lock_and_get(record.id(), Duration::from_secs(6), Duration::from_secs(1))?;
+    /// assert_eq!(loaded.as_ref().map(SurfaceAttachment::generation), Some(0));
+    /// assert!(store.lock(record.id(), Duration::from_secs(6), Duration::ZERO).is_err(), "held");
+    /// # drop(guard);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`AttachmentStore::lock`] and [`AttachmentStore::get`]; when the
+    /// record cannot be read, the lock is given back (the guard dropped).
+    fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        let guard = self.lock(id, lease, wait)?;
+        let record = self.get(id)?;
+        Ok((guard, record))
+    }
+
+    /// Stores `record` with [`AttachmentStore::put`]'s compare-and-set on
+    /// `expected` (the generation is the fence: the lock is not checked
+    /// for the write), then gives `guard`'s lock back whatever the put
+    /// answered (a conflict included), in one step where the store can.
+    /// What a manager does at the end of an operation that changed the
+    /// record. The default puts, then releases (a release that fails is
+    /// left to the guard's drop).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::*;
+    /// use human_plus_store::{AttachmentStore, InMemoryAttachmentStore};
+    ///
+    /// let store = InMemoryAttachmentStore::new();
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let record = SurfaceAttachment::mint(OwnerKey::of("o")?, inv, Participant::new("a", "A", "#000"), &mut SeededEntropy::new(1));
+    /// store.put(&record, None)?;
+    /// let (guard, loaded) = store.lock_and_get(record.id(), Duration::from_secs(6), Duration::ZERO)?;
+    /// let mut changed = loaded.expect("stored");
+    /// changed.record_revision(SurfaceRevision::observed("r1", "sheet_read").unwrap());
+    /// store.put_and_release(&guard, &changed, Some(0))?;
+    /// let again = store.lock(record.id(), Duration::from_secs(6), Duration::ZERO)?; // given back
+    /// # drop(again);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`AttachmentStore::put`].
+    fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        let put = self.put(record, expected);
+        let _ = self.release(guard);
+        put
+    }
 }
 
 /// The async store contract: the same meaning as [`AttachmentStore`].
@@ -360,6 +435,75 @@ pub trait AsyncAttachmentStore: Send + Sync {
         let _ = guard;
         std::future::ready(Ok(()))
     }
+
+    /// Takes the lock as [`AsyncAttachmentStore::lock_within`] does and
+    /// loads the record once it is held, in one step where the store can,
+    /// as [`AttachmentStore::lock_and_get`]. The default locks, then gets.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::*;
+    /// use human_plus_store::{AsyncAttachmentStore, InMemoryAttachmentStore};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = InMemoryAttachmentStore::new();
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let record = SurfaceAttachment::mint(OwnerKey::of("o")?, inv, Participant::new("a", "A", "#000"), &mut SeededEntropy::new(1));
+    /// store.put(&record, None).await?;
+    /// let (guard, loaded) = store.lock_and_get(record.id(), Duration::from_secs(6), Duration::ZERO).await?;
+    /// assert!(loaded.is_some());
+    /// store.release(&guard).await?;
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> impl Future<Output = Result<(LockGuard, Option<SurfaceAttachment>), Error>> + Send {
+        async move {
+            let guard = self.lock_within(id, lease, wait).await?;
+            let record = self.get(id).await?;
+            Ok((guard, record))
+        }
+    }
+
+    /// Stores `record` (compare-and-set on `expected`) and gives `guard`'s
+    /// lock back whatever the put answered, in one step where the store
+    /// can, as [`AttachmentStore::put_and_release`]. The default puts,
+    /// then releases.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use human_plus_core::*;
+    /// use human_plus_store::{AsyncAttachmentStore, InMemoryAttachmentStore};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = InMemoryAttachmentStore::new();
+    /// let inv = SurfaceInvitation::new("https://relay.example", "demo_001", "0123456789abcdef", "s", "a")?;
+    /// let record = SurfaceAttachment::mint(OwnerKey::of("o")?, inv, Participant::new("a", "A", "#000"), &mut SeededEntropy::new(1));
+    /// store.put(&record, None).await?;
+    /// let (guard, _) = store.lock_and_get(record.id(), Duration::from_secs(6), Duration::ZERO).await?;
+    /// let err = store.put_and_release(&guard, &record, Some(7)).await.unwrap_err();
+    /// assert_eq!(err.code(), "store_conflict");
+    /// let again = store.lock_within(record.id(), Duration::from_secs(6), Duration::ZERO).await?; // given back all the same
+    /// # drop(again);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        async move {
+            let put = self.put(record, expected).await;
+            let _ = self.release(guard).await;
+            put
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -369,10 +513,35 @@ struct Held {
     lease: Duration,
 }
 
+/// An attachment's record and lock, under one key of one map: taking the
+/// lock and loading the record (or storing it and giving the lock back) is
+/// one pass through the map.
+#[derive(Debug, Default)]
+struct Entry {
+    record: Option<SurfaceAttachment>,
+    lock: Option<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    map: BTreeMap<String, Entry>,
+    /// How many entries hold a record.
+    records: usize,
+}
+
+impl Entries {
+    /// Drops `id`'s entry once it holds neither a record nor a lock (a
+    /// second pass only then).
+    fn forget_if_empty(&mut self, id: &str, emptied: bool) {
+        if emptied {
+            self.map.remove(id);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    records: Mutex<BTreeMap<String, SurfaceAttachment>>,
-    locks: Mutex<BTreeMap<String, Held>>,
+    entries: Mutex<Entries>,
     released: Event,
     next_token: AtomicU64,
 }
@@ -399,7 +568,7 @@ impl InMemoryAttachmentStore {
     /// How many records it holds.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.records().map(|r| r.len()).unwrap_or(0)
+        self.entries().map(|e| e.records).unwrap_or(0)
     }
 
     /// Whether it holds none.
@@ -408,46 +577,71 @@ impl InMemoryAttachmentStore {
         self.len() == 0
     }
 
-    fn records(&self) -> Result<MutexGuard<'_, BTreeMap<String, SurfaceAttachment>>, Error> {
-        self.inner.records.lock().map_err(|_| lock_poisoned())
+    fn entries(&self) -> Result<MutexGuard<'_, Entries>, Error> {
+        self.inner.entries.lock().map_err(|_| lock_poisoned())
     }
 
     fn get_now(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
-        Ok(self.records()?.get(id).cloned())
+        Ok(self.entries()?.map.get(id).and_then(|e| e.record.clone()))
     }
 
     fn put_now(&self, record: &SurfaceAttachment, expected: Option<u64>) -> Result<(), Error> {
-        // One pass through the map on the usual path (a compare-and-set
-        // of a record that is there).
-        let mut records = self.records()?;
-        match records.get_mut(record.id()) {
-            Some(slot) if Some(slot.generation()) == expected => {
-                slot.clone_from(record);
-                Ok(())
-            }
-            Some(slot) => Err(Error::StoreConflict {
-                expected,
-                found: Some(slot.generation()),
-            }),
-            None if expected.is_none() => {
-                records.insert(record.id().to_owned(), record.clone());
-                Ok(())
-            }
-            None => Err(Error::StoreConflict {
-                expected,
-                found: None,
-            }),
-        }
+        let mut entries = self.entries()?;
+        Self::put_in(&mut entries, record, expected)
     }
 
-    /// One attempt to take the lock: the guard, or when the holder's lease
-    /// runs out and what it is.
+    /// The compare-and-set of `record`, one pass through the map on the
+    /// usual path (a record that is there, or an insert of a new id).
+    fn put_in(
+        entries: &mut Entries,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        let slot = match entries.map.get_mut(record.id()) {
+            Some(entry) => &mut entry.record,
+            None if expected.is_none() => {
+                entries.map.insert(
+                    record.id().to_owned(),
+                    Entry {
+                        record: Some(record.clone()),
+                        lock: None,
+                    },
+                );
+                entries.records += 1;
+                return Ok(());
+            }
+            None => {
+                return Err(Error::StoreConflict {
+                    expected,
+                    found: None,
+                });
+            }
+        };
+        let found = slot.as_ref().map(SurfaceAttachment::generation);
+        if found != expected {
+            return Err(Error::StoreConflict { expected, found });
+        }
+        match slot {
+            Some(stored) => stored.clone_from(record),
+            None => {
+                *slot = Some(record.clone());
+                entries.records += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt to take the lock (and, with `load`, to read the record
+    /// in the same pass): the guard, or when the holder's lease runs out
+    /// and what it is.
+    #[allow(clippy::type_complexity)]
     fn try_lock(
         &self,
         id: &str,
         lease: Duration,
-    ) -> Result<Result<LockGuard, (Instant, Duration)>, Error> {
-        let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
+        load: bool,
+    ) -> Result<Result<(LockGuard, Option<SurfaceAttachment>), (Instant, Duration)>, Error> {
+        let mut entries = self.entries()?;
         let now = Instant::now();
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed) + 1;
         let taken = Held {
@@ -456,34 +650,50 @@ impl InMemoryAttachmentStore {
             lease,
         };
         // One pass through the map: a lock whose lease ran out is taken
-        // over in place.
-        match locks.get_mut(id) {
-            Some(held) if held.expires > now => return Ok(Err((held.expires, held.lease))),
-            Some(held) => *held = taken,
-            None => {
-                locks.insert(id.to_owned(), taken);
+        // over in place, and the record read beside it.
+        let record = match entries.map.get_mut(id) {
+            Some(Entry {
+                lock: Some(held), ..
+            }) if held.expires > now => return Ok(Err((held.expires, held.lease))),
+            Some(entry) => {
+                entry.lock = Some(taken);
+                if load { entry.record.clone() } else { None }
             }
-        }
+            None => {
+                entries.map.insert(
+                    id.to_owned(),
+                    Entry {
+                        record: None,
+                        lock: Some(taken),
+                    },
+                );
+                None
+            }
+        };
+        drop(entries);
         let inner = Arc::clone(&self.inner);
         let key = id.to_owned();
-        Ok(Ok(LockGuard::new(id, token.to_string(), move || {
+        let guard = LockGuard::new(id, token.to_string(), move || {
             Inner::free(&inner, &key, token);
-        })))
+        });
+        Ok(Ok((guard, record)))
     }
 
-    /// Extends the lease of the lock `guard` holds, if it still does.
-    /// One attempt within a wait that ends at `deadline`: the guard, or
-    /// when to try again (a release wakes the waiter earlier). Busy once
-    /// the wait is over, or when only the holder's lease running out would
-    /// free the lock, and not within the wait.
+    /// One attempt within a wait that ends at `deadline`: the guard (and
+    /// the record, with `load`), or when to try again (a release wakes the
+    /// waiter earlier). Busy once the wait is over, or when only the
+    /// holder's lease running out would free the lock, and not within the
+    /// wait.
+    #[allow(clippy::type_complexity)]
     fn attempt(
         &self,
         id: &str,
         lease: Duration,
         deadline: Instant,
-    ) -> Result<Result<LockGuard, Instant>, Error> {
-        let (expires, held_for) = match self.try_lock(id, lease)? {
-            Ok(guard) => return Ok(Ok(guard)),
+        load: bool,
+    ) -> Result<Result<(LockGuard, Option<SurfaceAttachment>), Instant>, Error> {
+        let (expires, held_for) = match self.try_lock(id, lease, load)? {
+            Ok(taken) => return Ok(Ok(taken)),
             Err(held) => held,
         };
         let now = Instant::now();
@@ -499,10 +709,54 @@ impl InMemoryAttachmentStore {
             .max(now + Duration::from_millis(1))))
     }
 
+    /// Takes the lock within `wait`, blocking the thread (and loads the
+    /// record, with `load`).
+    fn lock_blocking(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+        load: bool,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let listener = self.inner.released.listen();
+            let wake = match self.attempt(id, lease, deadline, load)? {
+                Ok(taken) => return Ok(taken),
+                Err(wake) => wake,
+            };
+            // Woken by a release, or when the holder's lease runs out.
+            listener.wait_deadline(wake);
+        }
+    }
+
+    /// Takes the lock within `wait`, waiting for releases (and loads the
+    /// record, with `load`).
+    async fn lock_waiting(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+        load: bool,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let listener = self.inner.released.listen();
+            if let Ok(taken) = self.attempt(id, lease, deadline, load)? {
+                return Ok(taken);
+            }
+            listener.await;
+        }
+    }
+
     fn renew_now(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
-        let mut locks = self.inner.locks.lock().map_err(|_| lock_poisoned())?;
+        let mut entries = self.entries()?;
         let now = Instant::now();
-        match locks.get_mut(guard.id()) {
+        match entries
+            .map
+            .get_mut(guard.id())
+            .and_then(|e| e.lock.as_mut())
+        {
             Some(held) if held.token.to_string() == guard.token() && held.expires > now => {
                 held.expires = now + lease;
                 held.lease = lease;
@@ -519,17 +773,54 @@ impl InMemoryAttachmentStore {
             guard.disarm();
         }
     }
+
+    /// Stores `record` (compare-and-set) and frees `guard`'s lock, if it
+    /// still holds it, in one pass through the map.
+    fn put_release_now(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        if guard.id() != record.id() {
+            return Err(Error::Store(StoreError::new(format!(
+                "the lock held is for attachment {}, not {}",
+                guard.id(),
+                record.id()
+            ))));
+        }
+        let Ok(token) = guard.token().parse::<u64>() else {
+            return self.put_now(record, expected);
+        };
+        let mut entries = self.entries()?;
+        let put = Self::put_in(&mut entries, record, expected);
+        let emptied = match entries.map.get_mut(record.id()) {
+            Some(entry) if entry.lock.as_ref().is_some_and(|held| held.token == token) => {
+                entry.lock = None;
+                entry.record.is_none()
+            }
+            _ => false,
+        };
+        entries.forget_if_empty(record.id(), emptied);
+        drop(entries);
+        guard.disarm();
+        self.inner.released.notify(usize::MAX);
+        put
+    }
 }
 
 impl Inner {
     /// Frees lock `key` if it holds `token`, and wakes every waiter.
     fn free(inner: &Inner, key: &str, token: u64) {
-        if let Ok(mut locks) = inner.locks.lock()
-            && let Some(held) = locks.remove(key)
-            && held.token != token
-        {
-            // Another holder's (this one's lease ran out): put it back.
-            locks.insert(key.to_owned(), held);
+        if let Ok(mut entries) = inner.entries.lock() {
+            let emptied = match entries.map.get_mut(key) {
+                Some(entry) if entry.lock.as_ref().is_some_and(|held| held.token == token) => {
+                    entry.lock = None;
+                    entry.record.is_none()
+                }
+                _ => false,
+            };
+            entries.forget_if_empty(key, emptied);
         }
         inner.released.notify(usize::MAX);
     }
@@ -545,16 +836,8 @@ impl AttachmentStore for InMemoryAttachmentStore {
     }
 
     fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let listener = self.inner.released.listen();
-            let wake = match self.attempt(id, lease, deadline)? {
-                Ok(guard) => return Ok(guard),
-                Err(wake) => wake,
-            };
-            // Woken by a release, or when the holder's lease runs out.
-            listener.wait_deadline(wake);
-        }
+        self.lock_blocking(id, lease, wait, false)
+            .map(|(guard, _)| guard)
     }
 
     fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
@@ -564,6 +847,26 @@ impl AttachmentStore for InMemoryAttachmentStore {
     fn release(&self, guard: &LockGuard) -> Result<(), Error> {
         self.release_now(guard);
         Ok(())
+    }
+
+    /// The lock and the record in one pass through the map.
+    fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        self.lock_blocking(id, lease, wait, true)
+    }
+
+    /// The compare-and-set and the release in one pass through the map.
+    fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        self.put_release_now(guard, record, expected)
     }
 }
 
@@ -579,7 +882,7 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
     async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
         loop {
             let listener = self.inner.released.listen();
-            if let Ok(guard) = self.try_lock(id, lease)? {
+            if let Ok((guard, _)) = self.try_lock(id, lease, false)? {
                 return Ok(guard);
             }
             // Woken by the next release. An expired lease is taken over at
@@ -600,14 +903,9 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
         lease: Duration,
         wait: Duration,
     ) -> Result<LockGuard, Error> {
-        let deadline = Instant::now() + wait;
-        loop {
-            let listener = self.inner.released.listen();
-            if let Ok(guard) = self.attempt(id, lease, deadline)? {
-                return Ok(guard);
-            }
-            listener.await;
-        }
+        self.lock_waiting(id, lease, wait, false)
+            .await
+            .map(|(guard, _)| guard)
     }
 
     async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
@@ -617,6 +915,27 @@ impl AsyncAttachmentStore for InMemoryAttachmentStore {
     async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
         self.release_now(guard);
         Ok(())
+    }
+
+    /// The lock and the record in one pass through the map (waiting as
+    /// [`AsyncAttachmentStore::lock_within`] does).
+    async fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        self.lock_waiting(id, lease, wait, true).await
+    }
+
+    /// The compare-and-set and the release in one pass through the map.
+    async fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        self.put_release_now(guard, record, expected)
     }
 }
 

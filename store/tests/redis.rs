@@ -441,6 +441,104 @@ fn a_holder_that_locks_again_at_once_does_not_starve_a_waiter() {
     assert!(scope.keys().is_empty(), "no lock or place in line is left");
 }
 
+/// Issue 43: the manager's two store steps. The lock is taken with the
+/// record read in the same script, and the record is written with the lock
+/// given back in the same script; the generation fences the write as
+/// before (a conflict still gives the lock back), a lost lock is not given
+/// back (it is another worker's), and a waiter next in line is handed the
+/// lock by the put, as by a release.
+#[test]
+fn the_lock_loads_the_record_and_the_put_gives_the_lock_back() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
+    let mut scope = Scope::new();
+    let (one, two) = (scope.store(key1()), scope.store(key1()));
+    let r = record(&secret_token());
+    one.put(&r, None).unwrap();
+    let lease = Duration::from_secs(30);
+
+    // Taken and loaded in one step; the lock is held.
+    let (g, loaded) = one.lock_and_get(r.id(), lease, Duration::ZERO).unwrap();
+    assert_eq!(loaded.as_ref(), Some(&r));
+    assert!(
+        two.lock(r.id(), lease, Duration::ZERO)
+            .unwrap_err()
+            .is_busy()
+    );
+    // Written and given back in one step.
+    let mut next = loaded.unwrap();
+    revise(&mut next, "r1");
+    one.put_and_release(&g, &next, Some(0)).unwrap();
+    drop(g);
+    assert_eq!(two.get(r.id()).unwrap().as_ref(), Some(&next));
+
+    // A conflict is answered, and the lock given back all the same.
+    let (g, _) = two.lock_and_get(r.id(), lease, Duration::ZERO).unwrap();
+    let e = two.put_and_release(&g, &next, Some(0)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::StoreConflict {
+                expected: Some(0),
+                found: Some(1)
+            }
+        ),
+        "{e}"
+    );
+    let (g, _) = one.lock_and_get(r.id(), lease, Duration::ZERO).unwrap();
+    // A missing record: the lock is taken, nothing is loaded.
+    let (other, none) = two
+        .lock_and_get("surface_missing", lease, Duration::ZERO)
+        .unwrap();
+    assert!(none.is_none());
+    drop(other);
+
+    // A waiter next in line is handed the lock by the put (not whoever
+    // asks first), and the put's own lock is not left behind.
+    let waiter = {
+        let (two, id) = (two.clone(), r.id().to_owned());
+        thread::spawn(move || {
+            let (w, seen) = two
+                .lock_and_get(&id, lease, Duration::from_secs(10))
+                .unwrap();
+            (w, seen.unwrap().generation())
+        })
+    };
+    thread::sleep(Duration::from_millis(150));
+    revise(&mut next, "r2");
+    one.put_and_release(&g, &next, Some(1)).unwrap();
+    drop(g);
+    let (w, seen) = waiter.join().unwrap();
+    assert_eq!(seen, 2, "the waiter loads what the put wrote");
+
+    // A holder whose lock was taken over: its put is fenced by the
+    // generation alone (as a manager's put was), and it gives back nothing.
+    two.release(&w).unwrap();
+    drop(w);
+    let (late, _) = one
+        .lock_and_get(r.id(), Duration::from_millis(100), Duration::ZERO)
+        .unwrap();
+    thread::sleep(Duration::from_millis(200));
+    let (current, _) = two.lock_and_get(r.id(), lease, Duration::ZERO).unwrap();
+    let e = one.put_and_release(&late, &next, Some(1)).unwrap_err();
+    assert!(matches!(e, Error::StoreConflict { .. }), "{e}");
+    drop(late);
+    assert!(
+        one.lock(r.id(), lease, Duration::ZERO)
+            .unwrap_err()
+            .is_busy()
+    );
+    revise(&mut next, "r3");
+    two.put_and_release(&current, &next, Some(2)).unwrap();
+    drop(current);
+    assert_eq!(
+        scope.keys(),
+        vec![one.record_key(r.id())],
+        "no lock or place left"
+    );
+}
+
 #[test]
 fn a_holder_whose_lease_expired_cannot_write() {
     if !common::available(common::Kind::Plain) {

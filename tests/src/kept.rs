@@ -15,6 +15,8 @@ use human_plus_any::AgentSetup;
 use human_plus_core::{ManagerConfig, Participant, TransportConfig, TrustPolicy};
 use serde_json::json;
 
+use human_plus_any::RuntimeKind;
+
 use crate::{Client, Env, LegKind, Runtime, Setup};
 
 fn trust() -> TrustPolicy {
@@ -236,9 +238,48 @@ pub fn least_recently_used_at_the_bound<R: Runtime>(leg: LegKind) {
     }
 }
 
+/// A quiet manager's idle legs close on time, with no operation running
+/// (issue 43): the blocking manager's keeper thread closes them by itself;
+/// an async manager closes them when the service calls `close_idle_legs`
+/// (on its timer). The next call opens a new leg and is answered.
+pub fn closed_on_time_while_quiet<R: Runtime>(leg: LegKind) {
+    let env = Env::start();
+    let idle = Duration::from_millis(600);
+    let hp = client::<R>(&env, leg, |s| s.kept_legs.idle = idle);
+    let a = hp
+        .attach(&owner(1), env.invitation(), participant(1))
+        .unwrap();
+    read(hp.as_ref(), 1, a.id());
+    joins_settle(&env, 1);
+    assert_eq!(hp.close_idle_legs(), 0, "{leg:?}: not idle yet");
+    if leg == LegKind::Sse {
+        assert!(streaming(&env, a.client_id()), "kept");
+    }
+    thread::sleep(idle + Duration::from_millis(400));
+    if R::KIND == RuntimeKind::Blocking {
+        // Nothing ran since: the keeper thread closed it on time.
+        if leg == LegKind::Sse {
+            wait_until("the keeper closed the idle leg", || {
+                !streaming(&env, a.client_id())
+            });
+        }
+        assert_eq!(hp.close_idle_legs(), 0, "{leg:?}: closed already");
+    } else {
+        assert_eq!(hp.close_idle_legs(), 1, "{leg:?}: the idle leg");
+        if leg == LegKind::Sse {
+            wait_until("the idle leg closed at the relay", || {
+                !streaming(&env, a.client_id())
+            });
+        }
+    }
+    read(hp.as_ref(), 1, a.id());
+    joins_settle(&env, 2);
+}
+
 /// Two replicas (two managers over one store) serve one conversation in
 /// turns: each keeps a leg of its own (two joins, however many calls),
-/// lists once (SSE), and every call is answered once and applied once.
+/// lists at most once (SSE and long-poll), every call is answered once and
+/// applied once, and a change of the tools still reaches the next call.
 pub fn two_replicas_one_conversation<R: Runtime>(leg: LegKind) {
     let env = Env::start();
     let one = client::<R>(&env, leg, |_| {});
@@ -279,18 +320,30 @@ pub fn two_replicas_one_conversation<R: Runtime>(leg: LegKind) {
     }
     assert_eq!(env.surface().calls().len(), 12, "{leg:?}: each call once");
     let listed = env.surface().requests("tools/list") - lists;
-    match leg {
-        LegKind::Sse => assert!(
-            listed <= 2,
-            "{leg:?}: listed {listed} times, at most once per replica"
-        ),
-        // Not yet: the other replica's reply is delivered to this replica's
-        // parked poll too (one client id), and a kept poll leg whose parked
-        // poll came back between operations no longer proves its listing
-        // current (nothing polls until the next operation). So a replica
-        // lists again after each of the other's calls; never more than
-        // once per call.
-        LegKind::Poll => assert!(listed <= 12, "{leg:?}: listed {listed} times"),
-    }
+    // On the long-poll leg the other replica's reply comes back on this
+    // replica's parked poll too (one client id): the next operation's
+    // first poll, answered before anything is posted, proves the kept
+    // listing current again (issue 43), instead of listing again.
+    assert!(
+        listed <= 2,
+        "{leg:?}: listed {listed} times, at most once per replica"
+    );
+
+    // The tools change while the first replica's parked poll is away (the
+    // second replica called last): the first replica's next call still
+    // hears of it before it posts, and lists again.
+    env.block_on(
+        env.surface()
+            .redefine_tool("sheet_describe", "Describe the workbook, tersely."),
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(200));
+    let before = env.surface().requests("tools/list");
+    read(one.as_ref(), 1, a.id());
+    assert_eq!(
+        env.surface().requests("tools/list"),
+        before + 1,
+        "{leg:?}: the change reached the next call, which listed again"
+    );
     joins_settle(&env, 2);
 }

@@ -231,6 +231,14 @@ macro_rules! kept_suite {
                 kept::least_recently_used_at_the_bound::<$runtime>(LegKind::Poll);
             }
             #[test]
+            fn closed_on_time_while_quiet_sse() {
+                kept::closed_on_time_while_quiet::<$runtime>(LegKind::Sse);
+            }
+            #[test]
+            fn closed_on_time_while_quiet_poll() {
+                kept::closed_on_time_while_quiet::<$runtime>(LegKind::Poll);
+            }
+            #[test]
             fn two_replicas_one_conversation_sse() {
                 kept::two_replicas_one_conversation::<$runtime>(LegKind::Sse);
             }

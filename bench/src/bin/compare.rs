@@ -51,7 +51,11 @@
 //! kept legs (the defaults), cold legs (`warm(false)`), and a bare client
 //! keeping one leg per page; `--poll` for the long-poll leg;
 //! `--conversations N` (default: one per page) spreads more conversations
-//! over the pages, and `--kept-legs N` sets the replicas' bound.
+//! over the pages, and `--kept-legs N` sets the replicas' bound;
+//! `--sticky` calls each conversation on one replica only;
+//! `--concurrency N` calls at most N conversations at once. A fourth row
+//! times the store alone (a warm read's lock with its record, then the
+//! release).
 //!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
@@ -207,6 +211,8 @@ fn main() {
                 } else {
                     LegKind::Sse
                 },
+                sticky: args.iter().any(|a| a == "--sticky"),
+                concurrency: flag("--concurrency", usize::MAX),
             };
             println!("{}", service::run(&opts));
         }

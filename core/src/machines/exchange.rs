@@ -212,6 +212,7 @@ impl Io {
             closed: None,
             seen: Seen::default(),
             listing: None,
+            unproven: false,
         });
         if self.config.leg.is_poll() {
             self.send_poll(now, deadline, true, false);
@@ -367,9 +368,11 @@ impl Io {
                                     });
                                 if !fresh {
                                     // The relay may have pruned it: a new
-                                    // subscriber answers first.
+                                    // subscriber answers first, and what
+                                    // the old one missed is unknown.
                                     *subscribed = false;
                                     *subscriber = None;
+                                    leg.listing = None;
                                 }
                                 false
                             }
@@ -382,14 +385,14 @@ impl Io {
             self.subscribe(now, deadline);
             return Ok(());
         }
-        let needs_subscribe_poll = matches!(
-            self.leg.as_ref().map(|l| &l.kind),
-            Some(Kind::Poll {
-                subscribed: false,
+        let needs_subscribe_poll = self.leg.as_ref().is_some_and(|l| match &l.kind {
+            Kind::Poll {
+                subscribed,
                 inflight: None,
                 ..
-            })
-        );
+            } => !*subscribed || l.unproven,
+            _ => false,
+        });
         if needs_subscribe_poll {
             self.send_poll(now, deadline, true, false);
         }
@@ -486,6 +489,13 @@ impl Io {
             return None;
         }
         let mut leg = self.leg.take()?;
+        if leg.unproven {
+            // Not proven during this operation (it never waited on the
+            // leg): the poll parked next may be taken over by the next
+            // operation, which must not wait on it to post; it lists.
+            leg.unproven = false;
+            leg.listing = None;
+        }
         match &mut leg.kind {
             Kind::Sse { id, .. } => {
                 if *id != RequestId::WARM {
@@ -655,6 +665,12 @@ pub(crate) struct Receive {
     pub(crate) seen: Seen,
     /// The listing fetched over it, while current.
     pub(crate) listing: Option<Listing>,
+    /// A long-poll leg whose parked poll came back between operations
+    /// while a listing was kept: frames may wait on the relay unseen, so
+    /// the next poll (zero wait, the same subscriber) must be answered
+    /// before anything is posted, and the listing is current again only
+    /// if none of its frames changed the tools (issue 43).
+    pub(crate) unproven: bool,
 }
 
 /// What one event of the leg produced.
@@ -708,14 +724,15 @@ impl Receive {
             Kind::Sse {
                 status, decoder, ..
             } => status.is_some_and(is_success) && !decoder.is_poisoned(),
-            Kind::Poll { subscribed, .. } => *subscribed,
+            Kind::Poll { subscribed, .. } => *subscribed && !self.unproven,
         }
     }
 
     /// The listing kept with this leg, while current at `now`.
     pub(crate) fn current_listing(&self, now: Instant) -> Option<&Discovery> {
         let l = self.listing.as_ref()?;
-        (self.closed.is_none() && l.epoch == self.epoch && now < l.expires).then_some(&l.discovery)
+        (self.closed.is_none() && !self.unproven && l.epoch == self.epoch && now < l.expires)
+            .then_some(&l.discovery)
     }
 
     /// Keeps `discovery`, fetched over this leg now, until `expires`.
@@ -841,9 +858,11 @@ impl Receive {
                             *last_answered = Some(now);
                             match parse_poll_answer(&p.body, max, fancy, subscriber, cursor) {
                                 Ok(frames) => {
-                                    let subscribe = !*subscribed;
+                                    let proof = self.unproven && !p.parked;
+                                    let subscribe = !*subscribed || proof;
                                     if subscribe {
                                         *subscribed = true;
+                                        self.unproven = false;
                                         news.opened = true;
                                     }
                                     news.answered = Some(Answered {
@@ -857,8 +876,9 @@ impl Receive {
                                         // Between operations nothing polls
                                         // after this: frames may wait on the
                                         // relay unseen, so a kept listing is
-                                        // no longer provably current.
-                                        self.listing = None;
+                                        // current only once the next poll
+                                        // has collected them.
+                                        self.unproven = self.listing.is_some();
                                     }
                                 }
                                 Err(e) => news.failed = Some(e),
@@ -883,6 +903,10 @@ impl Receive {
                     self.listing = None;
                 }
             }
+        }
+        if self.listing.is_none() {
+            // Nothing kept to prove.
+            self.unproven = false;
         }
         if let Some(e) = &news.failed {
             self.close(e.clone());

@@ -1357,6 +1357,36 @@ impl Machine {
         self.warm_out = self.io.end_operation(terminal, self.now);
     }
 
+    /// A listing started because the kept one was not yet proven current
+    /// (a long-poll leg whose parked poll came back between operations:
+    /// issue 43, two replicas on one conversation): the leg's first poll
+    /// has been answered now without a change of the tools, so the kept
+    /// listing is current again. Its `tools/list` POST, queued the moment
+    /// the leg opened and not yet handed to the runtime, is taken back and
+    /// the kept listing used: the page is not listed again.
+    fn reuse_proven_listing(&mut self, now: Instant) {
+        if !matches!(self.step, Step::List) || self.listing.pages() > 0 {
+            return;
+        }
+        let Some(x) = self.exchange.as_ref().filter(|x| !x.is_done()) else {
+            return;
+        };
+        let Some(discovery) = self.current_listing(now) else {
+            return;
+        };
+        let queued = self
+            .io
+            .transmits
+            .iter()
+            .position(|t| matches!(t, Transmit::Request(r) if x.owns_post(r.id)));
+        let Some(at) = queued else {
+            return;
+        };
+        self.io.transmits.remove(at);
+        self.exchange = None;
+        self.on_discovery(discovery, now);
+    }
+
     fn start_list(&mut self, now: Instant) {
         self.step = Step::List;
         let params = self.cursor.as_ref().map(|c| json!({ "cursor": c }));
@@ -1365,6 +1395,7 @@ impl Machine {
 
     /// Moves the program on when the current exchange is done.
     fn advance(&mut self, now: Instant) {
+        self.reuse_proven_listing(now);
         loop {
             if self.result.is_some() {
                 self.conclude();

@@ -265,6 +265,20 @@ async fn serve(settings: Settings) -> Result<(), Box<dyn std::error::Error>> {
         .kept_leg_idle(settings.kept_leg_idle)
         .shutdown_grace(settings.grace)
         .build()?;
+    // A quiet replica's idle legs leave the person's page on time: the
+    // manager spawns nothing of its own, so the service closes them on a
+    // timer, as hyper's pool does its idle connections.
+    let sweeper = human_plus.clone();
+    tokio::spawn(async move {
+        loop {
+            let wait = sweeper
+                .next_idle_close()
+                .unwrap_or(Duration::from_secs(5))
+                .max(Duration::from_millis(10));
+            tokio::time::sleep(wait).await;
+            sweeper.close_idle_legs();
+        }
+    });
     let (stop, stopped) = watch::channel(false);
     let app = App {
         human_plus: human_plus.clone(),

@@ -17,7 +17,8 @@ use super::keys::RESERVED_ID_PREFIX;
 use super::pause::FailoverPause;
 use super::release::{self, Releases};
 use super::shared::{
-    AcquireReply, Attempt, Attempted, PutReply, Shared, lock_token, lock_unconfirmed,
+    AcquireReply, Attempt, Attempted, Fields, PutReleaseReply, PutReply, Shared, lock_token,
+    lock_unconfirmed,
 };
 use super::wake;
 use crate::{AsyncAttachmentStore, LockGuard};
@@ -369,7 +370,9 @@ impl AsyncRedisAttachmentStore {
     async fn flush_releases(&self) {
         for (key, token) in self.releases.take_due() {
             let released = match self.live() {
-                Ok(mut conn) => Shared::release_invocation(&key, &token)
+                Ok(mut conn) => self
+                    .shared
+                    .release_any_invocation(&key, &token)
                     .invoke_async::<i64>(&mut conn)
                     .await
                     .ok(),
@@ -390,23 +393,33 @@ impl AsyncRedisAttachmentStore {
         }
     }
 
-    /// One attempt to take the lock (see the blocking flavour).
-    async fn acquire(&self, key: &str, token: &str, lease_ms: u64) -> Result<Attempt, Error> {
-        let inv = self.shared.acquire_invocation(key, token, lease_ms);
+    /// One attempt to take the lock, and with `record_key` to read the
+    /// record once taken (see the blocking flavour).
+    async fn acquire(
+        &self,
+        key: &str,
+        record_key: Option<&str>,
+        token: &str,
+        lease_ms: u64,
+        in_line: bool,
+    ) -> Result<(Attempt, Fields), Error> {
+        let inv = self
+            .shared
+            .acquire_invocation(key, record_key, token, lease_ms, in_line);
         let shared = &self.shared;
-        let (attempt, acked) = self
+        let (attempt, fields, acked) = self
             .retrying("lock script", |mut conn| {
                 let inv = &inv;
                 async move {
                     let reply: AcquireReply = inv.invoke_async(&mut conn).await?;
-                    let attempt = Attempt::from_reply(reply);
+                    let attempt = Attempt::from_reply(&reply);
                     let acked = match shared.wait_for(reply.1) {
                         Some((n, ms)) if attempt.attempted == Attempted::Taken => {
                             Some((n, conn.wait_replicas(key, n, ms).await?))
                         }
                         _ => None,
                     };
-                    Ok((attempt, acked))
+                    Ok((attempt, (reply.3, reply.4), acked))
                 }
             })
             .await?;
@@ -417,7 +430,7 @@ impl AsyncRedisAttachmentStore {
                 release::ensure_worker(&self.releases, shared);
                 Err(lock_unconfirmed(key, asked, got))
             }
-            _ => Ok(attempt),
+            _ => Ok((attempt, fields)),
         }
     }
 
@@ -428,8 +441,12 @@ impl AsyncRedisAttachmentStore {
         id: &str,
         lease: Duration,
         deadline: Option<Instant>,
-    ) -> Result<LockGuard, Error> {
+        load: bool,
+    ) -> Result<(LockGuard, Fields), Error> {
         let key = self.shared.lock_key(id);
+        // A reserved id has no record (see the blocking flavour).
+        let record_key =
+            (load && !id.starts_with(RESERVED_ID_PREFIX)).then(|| self.shared.record_key(id));
         let lease_ms = millis(lease);
         let token = lock_token(lease_ms)?;
         let mut backoff = self.shared.backoff(&token);
@@ -440,23 +457,28 @@ impl AsyncRedisAttachmentStore {
             key: &key,
             token: &token,
         };
+        let mut in_line = false;
         loop {
             // Listening before the attempt: a release in this process
             // between the attempt and the sleep still wakes it.
             let listener = freed.listen();
             self.flush_releases().await;
-            let attempt = self.acquire(&key, &token, lease_ms).await?;
+            let (attempt, fields) = self
+                .acquire(&key, record_key.as_deref(), &token, lease_ms, in_line)
+                .await?;
+            in_line |= attempt.attempted == Attempted::NextInLine;
             if attempt.attempted == Attempted::Taken {
                 std::mem::forget(pending);
                 let releases = Arc::clone(&self.releases);
                 let release_token = token.clone();
                 let wait = self.shared.failover_wait;
-                return Ok(LockGuard::new(id, token, move || {
+                let guard = LockGuard::new(id, token, move || {
                     // Run by this store's next lock call or by the release
                     // thread, whichever comes first; retried after a
                     // failure, as long as a failover may last.
                     releases.push_retry(key, release_token, wait);
-                }));
+                });
+                return Ok((guard, fields));
             }
             let Some(sleep_for) = attempt.next_wait(&mut backoff, Instant::now(), deadline) else {
                 // Dropping `pending` gives up the place in line.
@@ -495,7 +517,9 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
     }
 
     async fn lock(&self, id: &str, lease: Duration) -> Result<LockGuard, Error> {
-        self.lock_until(id, lease, None).await
+        self.lock_until(id, lease, None, false)
+            .await
+            .map(|(guard, _)| guard)
     }
 
     async fn lock_within(
@@ -504,8 +528,9 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
         lease: Duration,
         wait: Duration,
     ) -> Result<LockGuard, Error> {
-        self.lock_until(id, lease, Some(Instant::now() + wait))
+        self.lock_until(id, lease, Some(Instant::now() + wait), false)
             .await
+            .map(|(guard, _)| guard)
     }
 
     async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
@@ -527,7 +552,7 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
     /// guard's own release, queued when it is dropped, then finds nothing).
     async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
         let key = self.shared.lock_key(guard.id());
-        let inv = Shared::release_invocation(&key, guard.token());
+        let inv = self.shared.release_invocation(&key, guard.token());
         let deleted: i64 = self
             .retrying("release script", |mut conn| {
                 let inv = &inv;
@@ -540,6 +565,62 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
         // Given back (or no longer this guard's): its drop queues nothing.
         guard.disarm();
         Ok(())
+    }
+
+    /// One script takes the lock and reads the record (one round trip).
+    async fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        let (guard, fields) = self
+            .lock_until(id, lease, Some(Instant::now() + wait), true)
+            .await?;
+        Ok((guard, self.shared.decode(id, fields)?))
+    }
+
+    /// One script writes the record and gives the lock back (one round
+    /// trip). When Redis fails, the guard's drop gives the lock back.
+    async fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        Shared::check_fence(record, guard)?;
+        let (generation, envelope) = self.shared.encode(record)?;
+        let key = self.shared.record_key(record.id());
+        let lock_key = self.shared.lock_key(guard.id());
+        let inv = self.shared.put_release_invocation(
+            &key,
+            &lock_key,
+            expected,
+            &generation,
+            &envelope,
+            guard.token(),
+        );
+        let shared = &self.shared;
+        let (reply, acked) = self
+            .retrying("put and release script", |mut conn| {
+                let (inv, key) = (&inv, &key);
+                async move {
+                    let reply: PutReleaseReply = inv.invoke_async(&mut conn).await?;
+                    let acked = match shared.wait_for(reply.2) {
+                        Some((n, ms)) if reply.0 == 1 => {
+                            Some((n, conn.wait_replicas(key, n, ms).await?))
+                        }
+                        _ => None,
+                    };
+                    Ok((reply, acked))
+                }
+            })
+            .await?;
+        guard.disarm();
+        if reply.3 == 1 {
+            wake::released(&lock_key);
+        }
+        Shared::put_outcome(record.id(), expected, &(reply.0, reply.1, reply.2), acked)
     }
 }
 

@@ -28,7 +28,7 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `human-plus:<id>` | hash | `g`: the record's generation (decimal); `v`: the sealed envelope |
-//! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`), with a `PX` lease |
+//! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`, followed by `\|` once a waiter is next in line), with a `PX` lease; or `>` and the token of the waiter it was given back to, for as long as a place in line is kept |
 //! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
 //!
 //! A cluster needs an attachment's record and lock in one hash slot (the
@@ -65,9 +65,14 @@
 //!   generation and the same envelope, whose nonce is random: an answer
 //!   lost and the command sent again) answers "written" instead of a
 //!   conflict, so a retried write is applied once and reported once.
-//! * `lock` is `SET human-plus:lock:<id> <token> PX <lease>` when the lock
-//!   is free (read in the same Lua script, so atomically, as `SET NX`
-//!   would), behind a one-place waiting line. An attempt that finds the
+//! * `lock` is `SET human-plus:lock:<id> <token> NX PX <lease>` in a Lua
+//!   script, behind a one-place waiting line; `lock_and_get` (what a
+//!   manager calls) reads the record's `g` and `v` in the same script once
+//!   the lock is taken, and `put_and_release` writes the record as `put`
+//!   does and gives the lock back in one script: a warm call is two round
+//!   trips, a read six commands counting the scripts' own (`EVALSHA`,
+//!   `SET`, `HMGET`; `EVALSHA`, `GET`, `DEL`), a write nine (the second
+//!   script's `HGET`, `HSET`, `PEXPIRE` added). An attempt that finds the
 //!   lock held learns the holder's lease left (`PTTL`). Waiting is cheap:
 //!   a release made by any store of this process wakes that lock's
 //!   waiters in this process at once (workers of one process hand a lock
@@ -85,7 +90,12 @@
 //!   random, not first-come first-served. A place left by a waiter that
 //!   gave up or died lapses within 50 ms + 5 x the longest sleep. An
 //!   attempt that finds the lock already holding its own token (a replay)
-//!   has it.
+//!   has it. The waiter that takes the place also marks the lock's value
+//!   (`<token>|`), so the holder's release, seeing the mark, hands the lock
+//!   to it (`><waiter's token>`, kept as long as a place) instead of
+//!   deleting it, and an attempt on a free lock is one `SET NX` with no
+//!   look at the line; a lock freed by its lease running out (its holder
+//!   died) goes to whichever attempt comes first.
 //! * `renew` extends the lease (`PEXPIRE`) only while the lock holds the
 //!   guard's token, in one script: a holder whose lease ran out never
 //!   extends its successor's. The manager renews the locks of its running
@@ -354,43 +364,8 @@ impl AttachmentStore for RedisAttachmentStore {
     }
 
     fn lock(&self, id: &str, lease: Duration, wait: Duration) -> Result<LockGuard, Error> {
-        let key = self.shared.lock_key(id);
-        let lease_ms = millis(lease);
-        let token = lock_token(lease_ms)?;
-        let deadline = Instant::now() + wait;
-        let mut backoff = self.shared.backoff(&token);
-        let freed = wake::event(&key);
-        loop {
-            // Listening before the attempt: a release in this process
-            // between the attempt and the sleep still wakes it.
-            let listener = freed.listen();
-            let attempt = self.shared.acquire_blocking(&key, &token, lease_ms)?;
-            if attempt.attempted == Attempted::Taken {
-                let shared = Arc::clone(&self.shared);
-                let releases = Arc::clone(&self.releases);
-                let release_token = token.clone();
-                return Ok(LockGuard::new(id, token, move || {
-                    // A release that fails is retried in the background
-                    // (and, failing that, left to the lease).
-                    if shared.release_blocking(&key, &release_token).is_err() {
-                        releases.push_retry(key, release_token, shared.failover_wait);
-                        release::ensure_worker(&releases, &shared);
-                    }
-                }));
-            }
-            let Some(sleep) = attempt.next_wait(&mut backoff, Instant::now(), Some(deadline))
-            else {
-                if attempt.attempted == Attempted::NextInLine {
-                    // Give up the place in line at once.
-                    let _ = self
-                        .shared
-                        .release_blocking(&Shared::next_key(&key), &token);
-                }
-                return Err(crate::busy(attempt.holder, lease));
-            };
-            // Woken at once by a release in this process.
-            let _ = listener.wait_timeout(sleep);
-        }
+        self.lock_loading(id, lease, wait, false)
+            .map(|(guard, _)| guard)
     }
 
     fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
@@ -407,6 +382,91 @@ impl AttachmentStore for RedisAttachmentStore {
         // Given back (or no longer this guard's): its drop does nothing.
         guard.disarm();
         Ok(())
+    }
+
+    /// One script takes the lock and reads the record (one round trip).
+    fn lock_and_get(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(LockGuard, Option<SurfaceAttachment>), Error> {
+        let (guard, fields) = self.lock_loading(id, lease, wait, true)?;
+        Ok((guard, self.shared.decode(id, fields)?))
+    }
+
+    /// One script writes the record and gives the lock back (one round
+    /// trip).
+    fn put_and_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        self.shared.put_release_blocking(guard, record, expected)
+    }
+}
+
+impl RedisAttachmentStore {
+    /// Takes the lock of `id` within `wait`; with `load`, the record's
+    /// fields are read by the same script once it is taken.
+    fn lock_loading(
+        &self,
+        id: &str,
+        lease: Duration,
+        wait: Duration,
+        load: bool,
+    ) -> Result<(LockGuard, shared::Fields), Error> {
+        let key = self.shared.lock_key(id);
+        // A reserved id has no record (in the plain layout its record key
+        // would be another attachment's lock).
+        let record_key =
+            (load && !id.starts_with(keys::RESERVED_ID_PREFIX)).then(|| self.shared.record_key(id));
+        let lease_ms = millis(lease);
+        let token = lock_token(lease_ms)?;
+        let deadline = Instant::now() + wait;
+        let mut backoff = self.shared.backoff(&token);
+        let freed = wake::event(&key);
+        let mut in_line = false;
+        loop {
+            // Listening before the attempt: a release in this process
+            // between the attempt and the sleep still wakes it.
+            let listener = freed.listen();
+            let (attempt, fields) = self.shared.acquire_blocking(
+                &key,
+                record_key.as_deref(),
+                &token,
+                lease_ms,
+                in_line,
+            )?;
+            in_line |= attempt.attempted == Attempted::NextInLine;
+            if attempt.attempted == Attempted::Taken {
+                let shared = Arc::clone(&self.shared);
+                let releases = Arc::clone(&self.releases);
+                let release_token = token.clone();
+                let guard = LockGuard::new(id, token, move || {
+                    // A release that fails is retried in the background
+                    // (and, failing that, left to the lease).
+                    if shared.release_blocking(&key, &release_token).is_err() {
+                        releases.push_retry(key, release_token, shared.failover_wait);
+                        release::ensure_worker(&releases, &shared);
+                    }
+                });
+                return Ok((guard, fields));
+            }
+            let Some(sleep) = attempt.next_wait(&mut backoff, Instant::now(), Some(deadline))
+            else {
+                if attempt.attempted == Attempted::NextInLine {
+                    // Give up the place in line at once.
+                    let _ = self
+                        .shared
+                        .release_blocking(&Shared::next_key(&key), &token);
+                }
+                return Err(crate::busy(attempt.holder, lease));
+            };
+            // Woken at once by a release in this process.
+            let _ = listener.wait_timeout(sleep);
+        }
     }
 }
 

@@ -27,6 +27,54 @@ end
     };
 }
 
+/// The Lua helpers that read a lock's value. A lock holds its holder's
+/// token (`<random>.<lease ms>`), the same token followed by `|` once a
+/// waiter has taken the place next in line (so the holder's release knows
+/// to hand the lock over without reading the line itself), or `>` and a
+/// waiter's token: the lock given back and promised to the waiter next in
+/// line, for as long as a place in line is kept.
+macro_rules! lock_fns {
+    () => {
+        r"
+local function holds(value, token)
+  return value == token or value == token .. '|'
+end
+local function lease_of(value)
+  return tonumber(string.match(value, '%.(%d+)|?$')) or -1
+end
+"
+    };
+}
+
+/// Gives a lock back: `KEYS[lock]` holding `token` (or a promise to
+/// `token`) is deleted; a lock a waiter is next in line for (flagged `|`)
+/// is promised to that waiter instead (`>` and its token, for `line_ms`),
+/// when its place `KEYS[next]` is still kept. Returns 1 when given back,
+/// 0 when the lock was not the caller's.
+macro_rules! release_fn {
+    () => {
+        r"
+local function release(lock, next, token, line_ms)
+  local held = redis.call('GET', lock)
+  if held == token or held == '>' .. token then
+    redis.call('DEL', lock)
+    return 1
+  end
+  if held ~= token .. '|' then
+    return 0
+  end
+  local waiter = next and redis.call('GET', next)
+  if waiter then
+    redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
+  else
+    redis.call('DEL', lock)
+  end
+  return 1
+end
+"
+    };
+}
+
 /// Compare-and-set of a record.
 ///
 /// `KEYS[1]` the record key (a hash: `g` = generation in decimal, `v` =
@@ -45,6 +93,7 @@ end
 /// else than our hash is an error, never overwritten.
 pub(crate) const PUT_SRC: &str = concat!(
     replicas_fn!(),
+    lock_fns!(),
     r"
 local found = redis.call('HGET', KEYS[1], 'g')
 if not found then
@@ -59,7 +108,7 @@ if found ~= ARGV[1] then
   end
   return {0, found, -1}
 end
-if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[6] then
+if KEYS[2] and not holds(redis.call('GET', KEYS[2]), ARGV[6]) then
   return {2, found, -1}
 end
 redis.call('HSET', KEYS[1], 'g', ARGV[2], 'v', ARGV[3])
@@ -68,85 +117,152 @@ return {1, ARGV[2], replicas(ARGV[5])}
 "
 );
 
-/// One attempt to take a lock: `SET lock token PX lease` when it is free
-/// (read first, in the same atomic script), behind a one-place waiting
-/// line so a holder that releases and locks again at once cannot starve
-/// the workers already waiting.
+/// One attempt to take a lock, and, when taken and asked, the record's
+/// generation and envelope read in the same atomic step (issue 43: the
+/// load folded into the acquire, so a warm call's store work is two round
+/// trips).
 ///
-/// The usual case, nobody in line and the lock free, is two commands: the
-/// line's `GET` and a `SET NX PX` (issue 43: a call's store commands cut to
-/// what the lock needs). Only when that does not take it is the lock read
-/// (a replay of this very attempt, the holder's lease left).
+/// The usual case, the lock free, is one `SET NX PX` (and the record's
+/// `HMGET`). Only when that does not take it is the lock read: a replay of
+/// this very attempt (it holds the caller's token), a lock promised to the
+/// caller (taken, its place in line given up), a lock promised to another
+/// waiter, or a lock held. For a held lock, the first waiter takes the
+/// one-place line `KEYS[2]` (kept `line_ms` unless renewed by its next
+/// attempt) and flags the lock's value, so the holder's release hands the
+/// lock to it rather than freeing it for whoever asks first: a holder that
+/// releases and locks again at once (a worker on a loop) cannot starve the
+/// workers already waiting.
 ///
-/// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key; `ARGV[1]` the
-/// caller's token, `ARGV[2]` the lease in milliseconds, `ARGV[3]` how long
-/// a place in line is kept without being renewed, in milliseconds,
-/// `ARGV[4]` `'1'` to report the connected replicas.
+/// `KEYS[1]` the lock key, `KEYS[2]` its next-in-line key, `KEYS[3]`
+/// (optional) the record key; `ARGV[1]` the caller's token, `ARGV[2]` the
+/// lease in milliseconds, `ARGV[3]` how long a place in line is kept
+/// without being renewed, in milliseconds, `ARGV[4]` `'1'` to report the
+/// connected replicas, `ARGV[5]` `'1'` when the caller has held the place
+/// in line (given up, when it is still the caller's, as the lock is
+/// taken; a caller that never waited costs no more than the `SET`).
 ///
-/// Returns `{1, replicas, -1}` when the lock is taken (the caller's place
-/// in line, if it had it, is given up), or already holds the caller's
-/// token (a replay); `{2, left, lease}` when it is held and the caller is
-/// next in line (claimed or renewed now); `{0, left, lease}` when it is
-/// held, or free but promised to the worker next in line. `left` is the
-/// holder's lease left in milliseconds (`PTTL` of the lock; for a lock
-/// promised to the worker next in line, of its place), negative when there
-/// is none; `lease` the whole lease the holder took, read from its token
-/// (`<random>.<lease ms>`), `-1` when its token does not say.
+/// Returns `{1, replicas, -1, g, v}` when the lock is taken or already
+/// holds the caller's token (a replay), with the record's `g` and `v`
+/// fields (nil when it has none, or without `KEYS[3]`); `{2, left, lease,
+/// nil, nil}` when it is held and the caller is next in line (claimed or
+/// renewed now); `{0, left, lease, nil, nil}` when it is held, or promised
+/// to another waiter. `left` is the lock's `PTTL` (for a promise, the
+/// time the promise is kept), `lease` the whole lease the holder took,
+/// read from its token, `-1` when its value does not say.
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
+    lock_fns!(),
     r"
-local next = redis.call('GET', KEYS[2])
-if not next and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, replicas(ARGV[4]), -1}
-end
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then
-  return {1, replicas(ARGV[4]), -1}
-end
-local function lease_of(token)
-  return tonumber(string.match(token, '%.(%d+)$')) or -1
-end
-if next and next ~= ARGV[1] then
-  if held then
-    return {0, redis.call('PTTL', KEYS[1]), lease_of(held)}
+local function taken()
+  if KEYS[3] then
+    local f = redis.call('HMGET', KEYS[3], 'g', 'v')
+    return {1, replicas(ARGV[4]), -1, f[1], f[2]}
   end
-  return {0, redis.call('PTTL', KEYS[2]), -1}
+  return {1, replicas(ARGV[4]), -1, false, false}
 end
-if not held then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  if next then
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[5] == '1' and redis.call('GET', KEYS[2]) == ARGV[1] then
     redis.call('DEL', KEYS[2])
   end
-  return {1, replicas(ARGV[4]), -1}
+  return taken()
+end
+local held = redis.call('GET', KEYS[1])
+if holds(held, ARGV[1]) then
+  return taken()
+end
+if string.sub(held, 1, 1) == '>' then
+  if string.sub(held, 2) ~= ARGV[1] then
+    return {0, redis.call('PTTL', KEYS[1]), -1, false, false}
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if redis.call('GET', KEYS[2]) == ARGV[1] then
+    redis.call('DEL', KEYS[2])
+  end
+  return taken()
+end
+local next = redis.call('GET', KEYS[2])
+if next and next ~= ARGV[1] then
+  return {0, redis.call('PTTL', KEYS[1]), lease_of(held), false, false}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return {2, redis.call('PTTL', KEYS[1]), lease_of(held)}
+if string.sub(held, -1) ~= '|' then
+  redis.call('SET', KEYS[1], held .. '|', 'KEEPTTL')
+end
+return {2, redis.call('PTTL', KEYS[1]), lease_of(held), false, false}
 "
 );
 
 /// Extends a lock's lease: `KEYS[1]` the lock key, `ARGV[1]` the holder's
 /// token, `ARGV[2]` the lease in milliseconds from now. Only while the
-/// lock still holds that token: returns 1 when extended, 0 when the lock
-/// is gone or another worker's (a holder whose lease ran out never extends
-/// its successor's). Safe to replay (a replay sets the same lease again).
-pub(crate) const RENEW_SRC: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+/// lock still holds that token (flagged or not): returns 1 when extended,
+/// 0 when the lock is gone or another worker's (a holder whose lease ran
+/// out never extends its successor's). Safe to replay (a replay sets the
+/// same lease again).
+pub(crate) const RENEW_SRC: &str = concat!(
+    lock_fns!(),
+    r"
+if holds(redis.call('GET', KEYS[1]), ARGV[1]) then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-";
+"
+);
 
-/// Compare-and-delete of a lock: `KEYS[1]` the lock key, `ARGV[1]` the
-/// holder's token. Deletes only while the lock still holds that token (a
-/// holder whose lease expired never frees its successor's lock). Returns
-/// 1 when deleted, 0 otherwise (a replay finds it gone). (Also gives up a
-/// place in line.)
-pub(crate) const RELEASE_SRC: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+/// Compare-and-delete of a lock or of a place in line: `KEYS[1]` the key,
+/// `KEYS[2]` (for a lock) its next-in-line key, `ARGV[1]` the holder's
+/// token, `ARGV[2]` (for a lock) how long a promise to the waiter next in
+/// line is kept, in milliseconds. Gives back only what still holds that
+/// token (a holder whose lease expired never frees its successor's lock):
+/// a lock a waiter is next in line for is promised to it. Returns 1 when
+/// given back, 0 otherwise (a replay finds it gone). The usual case is two
+/// commands: `GET`, `DEL`.
+pub(crate) const RELEASE_SRC: &str = concat!(
+    release_fn!(),
+    r"
+return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+"
+);
+
+/// Compare-and-set of a record, then the lock given back, in one atomic
+/// step (issue 43: the release folded into the put, so a warm write's
+/// store work is two round trips). The write is exactly [`PUT_SRC`]'s
+/// without a fence on the lock (the generation is the fence, as for a
+/// manager's put before); the release is [`RELEASE_SRC`]'s, run whatever
+/// the write's answer, so a conflict still gives the lock back.
+///
+/// `KEYS[1]` the record key, `KEYS[2]` the lock key, `KEYS[3]` its
+/// next-in-line key; `ARGV[1]` to `ARGV[5]` as [`PUT_SRC`], `ARGV[6]` the
+/// lock's token, `ARGV[7]` how long a promise to the waiter next in line
+/// is kept, in milliseconds.
+///
+/// Returns [`PUT_SRC`]'s reply and a fourth number: 1 when the lock was
+/// given back, 0 when it was not the caller's any more. A record key
+/// holding something else than our hash is an error (nothing written,
+/// nothing given back: the guard's drop gives the lock back).
+pub(crate) const PUT_RELEASE_SRC: &str = concat!(
+    replicas_fn!(),
+    release_fn!(),
+    r"
+local found = redis.call('HGET', KEYS[1], 'g')
+if not found then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return redis.error_reply('human-plus: the record key holds no generation')
+  end
+  found = ''
 end
-return 0
-";
+if found ~= ARGV[1] then
+  if found == ARGV[2] and redis.call('HGET', KEYS[1], 'v') == ARGV[3] then
+    local released = release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+    return {1, found, replicas(ARGV[5]), released}
+  end
+  return {0, found, -1, release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])}
+end
+redis.call('HSET', KEYS[1], 'g', ARGV[2], 'v', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+local released = release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+return {1, ARGV[2], replicas(ARGV[5]), released}
+"
+);
 
 pub(crate) static ACQUIRE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(ACQUIRE_SRC));
@@ -154,3 +270,5 @@ pub(crate) static PUT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script:
 pub(crate) static RENEW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RENEW_SRC));
 pub(crate) static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(RELEASE_SRC));
+pub(crate) static PUT_RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(PUT_RELEASE_SRC));

@@ -51,7 +51,8 @@ impl Attempt {
     /// The acquire script's reply: for a lock taken its second number is
     /// the replicas; otherwise the lease left and the holder's whole lease
     /// (milliseconds, negative for none).
-    pub(crate) fn from_reply((status, second, third): AcquireReply) -> Self {
+    pub(crate) fn from_reply((status, second, third, _, _): &AcquireReply) -> Self {
+        let (status, second, third) = (*status, *second, *third);
         let attempted = Attempted::from_reply(status);
         let ms = |n: i64| u64::try_from(n).ok().map(Duration::from_millis);
         let holder = (attempted != Attempted::Taken)
@@ -97,12 +98,21 @@ impl Attempt {
 
 /// The acquire script's reply: the status; for a lock taken the primary's
 /// connected replicas (`-1` when not asked), for one found held the
-/// holder's lease left and its whole lease, in milliseconds.
-pub(crate) type AcquireReply = (i64, i64, i64);
+/// holder's lease left and its whole lease, in milliseconds; for a lock
+/// taken with the record asked for, the record's `g` and `v` fields.
+pub(crate) type AcquireReply = (i64, i64, i64, Option<String>, Option<Vec<u8>>);
+
+/// The record's `g` and `v` fields, as `HMGET` (or the acquire script)
+/// read them.
+pub(crate) type Fields = (Option<String>, Option<Vec<u8>>);
 
 /// The put script's reply: the status, the generation found (or written),
 /// and the primary's connected replicas (`-1` when not asked).
 pub(crate) type PutReply = (i64, String, i64);
+
+/// The put-and-release script's reply: the put script's, and whether the
+/// lock was given back (1) or was not the caller's any more (0).
+pub(crate) type PutReleaseReply = (i64, String, i64, i64);
 
 /// What both flavours share: the client, the keyring, the key names, the
 /// record codec, and the blocking connections.
@@ -201,20 +211,26 @@ impl Shared {
         (n > 0).then(|| (n, millis(timeout)))
     }
 
-    /// The acquire script's invocation.
+    /// The acquire script's invocation; with `record_key`, a lock taken
+    /// also reads the record.
     pub(crate) fn acquire_invocation(
         &self,
         lock_key: &str,
+        record_key: Option<&str>,
         token: &str,
         lease_ms: u64,
+        in_line: bool,
     ) -> redis::ScriptInvocation<'static> {
         let mut inv = scripts::ACQUIRE.prepare_invoke();
-        inv.key(lock_key)
-            .key(Shared::next_key(lock_key))
-            .arg(token)
+        inv.key(lock_key).key(Shared::next_key(lock_key));
+        if let Some(record_key) = record_key {
+            inv.key(record_key);
+        }
+        inv.arg(token)
             .arg(lease_ms)
             .arg(self.line_ms)
-            .arg(self.count_replicas());
+            .arg(self.count_replicas())
+            .arg(if in_line { "1" } else { "0" });
         inv
     }
 
@@ -229,10 +245,69 @@ impl Shared {
         inv
     }
 
-    /// The release script's invocation.
-    pub(crate) fn release_invocation(key: &str, token: &str) -> redis::ScriptInvocation<'static> {
+    /// The release script's invocation for a lock key: given back, or
+    /// promised to the waiter next in line.
+    pub(crate) fn release_invocation(
+        &self,
+        key: &str,
+        token: &str,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::RELEASE.prepare_invoke();
+        inv.key(key)
+            .key(Shared::next_key(key))
+            .arg(token)
+            .arg(self.line_ms);
+        inv
+    }
+
+    /// The release script's invocation for a place in line (or any key
+    /// compared and deleted, never promised).
+    pub(crate) fn release_place_invocation(
+        key: &str,
+        token: &str,
+    ) -> redis::ScriptInvocation<'static> {
         let mut inv = scripts::RELEASE.prepare_invoke();
         inv.key(key).arg(token);
+        inv
+    }
+
+    /// The release script's invocation for `key`: a lock key or a place
+    /// in line (whose name ends in `#next`).
+    pub(crate) fn release_any_invocation(
+        &self,
+        key: &str,
+        token: &str,
+    ) -> redis::ScriptInvocation<'static> {
+        if key.ends_with("#next") {
+            Shared::release_place_invocation(key, token)
+        } else {
+            self.release_invocation(key, token)
+        }
+    }
+
+    /// The put-and-release script's invocation: `record` written as the
+    /// put script does (no fence on the lock), then `guard`'s lock given
+    /// back.
+    pub(crate) fn put_release_invocation(
+        &self,
+        record_key: &str,
+        lock_key: &str,
+        expected: Option<u64>,
+        generation: &str,
+        envelope: &[u8],
+        token: &str,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::PUT_RELEASE.prepare_invoke();
+        inv.key(record_key)
+            .key(lock_key)
+            .key(Shared::next_key(lock_key))
+            .arg(expected.map(|g| g.to_string()).unwrap_or_default())
+            .arg(generation)
+            .arg(envelope)
+            .arg(self.ttl_ms)
+            .arg(self.count_replicas())
+            .arg(token)
+            .arg(self.line_ms);
         inv
     }
 
@@ -438,7 +513,7 @@ impl Shared {
             return Ok(None);
         }
         let key = self.record_key(id);
-        let fields = self.retrying("HMGET", |c| {
+        let fields: Fields = self.retrying("HMGET", |c| {
             redis::cmd("HMGET")
                 .arg(&key)
                 .arg("g")
@@ -478,33 +553,73 @@ impl Shared {
         Shared::put_outcome(record.id(), expected, &reply, acked)
     }
 
-    /// One attempt to take the lock. A lock taken but not confirmed on
-    /// the replicas asked for is given back and refused.
+    /// One attempt to take the lock (and, with `record_key`, to read the
+    /// record once it is taken). A lock taken but not confirmed on the
+    /// replicas asked for is given back and refused.
     pub(super) fn acquire_blocking(
         &self,
         key: &str,
+        record_key: Option<&str>,
         token: &str,
         lease_ms: u64,
-    ) -> Result<Attempt, Error> {
-        let inv = self.acquire_invocation(key, token, lease_ms);
-        let (attempt, acked) = self.retrying("lock script", |c| {
+        in_line: bool,
+    ) -> Result<(Attempt, Fields), Error> {
+        let inv = self.acquire_invocation(key, record_key, token, lease_ms, in_line);
+        let (attempt, fields, acked) = self.retrying("lock script", |c| {
             let reply: AcquireReply = inv.invoke(c.like())?;
-            let attempt = Attempt::from_reply(reply);
+            let attempt = Attempt::from_reply(&reply);
             let acked = match self.wait_for(reply.1) {
                 Some((n, ms)) if attempt.attempted == Attempted::Taken => {
                     Some((n, c.wait_replicas(key, n, ms)?))
                 }
                 _ => None,
             };
-            Ok((attempt, acked))
+            Ok((attempt, (reply.3, reply.4), acked))
         })?;
         match acked {
             Some((asked, got)) if got < asked => {
                 let _ = self.release_blocking(key, token);
                 Err(lock_unconfirmed(key, asked, got))
             }
-            _ => Ok(attempt),
+            _ => Ok((attempt, fields)),
         }
+    }
+
+    /// [`Shared::put_blocking`] without a fence on the lock, then `guard`'s
+    /// lock given back, in one script: the put's answer. The guard is
+    /// disarmed once the script ran (given back, or no longer its lock);
+    /// when Redis failed, its drop gives the lock back.
+    pub(super) fn put_release_blocking(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<(), Error> {
+        Shared::check_fence(record, guard)?;
+        let (generation, envelope) = self.encode(record)?;
+        let key = self.record_key(record.id());
+        let lock_key = self.lock_key(guard.id());
+        let inv = self.put_release_invocation(
+            &key,
+            &lock_key,
+            expected,
+            &generation,
+            &envelope,
+            guard.token(),
+        );
+        let (reply, acked) = self.retrying("put and release script", |c| {
+            let reply: PutReleaseReply = inv.invoke(c.like())?;
+            let acked = match self.wait_for(reply.2) {
+                Some((n, ms)) if reply.0 == 1 => Some((n, c.wait_replicas(&key, n, ms)?)),
+                _ => None,
+            };
+            Ok((reply, acked))
+        })?;
+        guard.disarm();
+        if reply.3 == 1 {
+            wake::released(&lock_key);
+        }
+        Shared::put_outcome(record.id(), expected, &(reply.0, reply.1, reply.2), acked)
     }
 
     /// Extends the lease of `key` while it holds `token` (retried as every
@@ -523,7 +638,7 @@ impl Shared {
     /// The compare-and-delete release: one attempt. A lock freed wakes the
     /// waiters of this process.
     pub(crate) fn release_blocking(&self, key: &str, token: &str) -> Result<bool, Error> {
-        let inv = Shared::release_invocation(key, token);
+        let inv = self.release_any_invocation(key, token);
         let deleted: i64 = self
             .with_conn(&mut |c| inv.invoke(c.like()))
             .map_err(|e| redis_error("release script", &e))?;
