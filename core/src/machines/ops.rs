@@ -159,6 +159,16 @@ pub struct InitCache {
     done: BTreeMap<(String, String), InitInfo>,
 }
 
+/// The most attachments an [`InitCache`] remembers (about 150 bytes each:
+/// some 10 MiB at most). Past it, one is forgotten for each new one; a
+/// forgotten attachment's next operation sends `initialize` again, which
+/// costs one exchange and changes nothing else.
+///
+/// ```
+/// assert_eq!(human_plus_core::MAX_INITIALISED, 65_536);
+/// ```
+pub const MAX_INITIALISED: usize = 65_536;
+
 /// What `initialize` told of the surface, kept with the init cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InitInfo {
@@ -200,6 +210,11 @@ impl InitCache {
         match update {
             InitUpdate::Keep => {}
             InitUpdate::Set(info) => {
+                if self.done.len() >= MAX_INITIALISED && !self.done.contains_key(&key) {
+                    // Bounded: a forgotten attachment's next operation
+                    // sends `initialize` again (one exchange), nothing else.
+                    self.done.pop_first();
+                }
                 self.done.insert(key, info);
             }
             InitUpdate::Clear => {
