@@ -17,7 +17,7 @@ use human_plus_relay::{AuthBridge, AuthBridgeHandle, DemoSurface, PusherHandle, 
 use human_plus_runtime::TlsRoots;
 use serde_json::json;
 
-use crate::{Runtime, Setup, random_hex};
+use crate::{Client, Runtime, Setup, random_hex};
 
 /// The channel server's app key and secret.
 pub const APP_KEY: &str = "conformance-key";
@@ -248,30 +248,16 @@ pub fn conversation<R: Runtime>(env: &ChannelEnv) {
     // The person edits between the agent's read and its next write.
     env.block_on(env.page().person().edit_cell("A1", "person"))
         .unwrap();
-    let refused = client
-        .call(
-            OWNER,
-            a.id(),
-            "sheet_set_cell",
-            json!({"address": "A1", "value": "agent again"}),
-        )
-        .unwrap_err();
-    assert_eq!(refused.code(), "surface_changed_under_you", "{refused}");
-    assert!(refused.to_string().contains("A1"), "{refused}");
+    refused_then_held_back(client.as_ref(), a.id());
     assert_eq!(env.page().cell("A1").as_deref(), Some("person"));
-
-    // The blind repeat is held back: nothing reaches the page.
-    let calls = env.page().calls().len();
-    let repeat = client
-        .call(
-            OWNER,
-            a.id(),
-            "sheet_set_cell",
-            json!({"address": "A1", "value": "agent again"}),
-        )
-        .unwrap_err();
-    assert_eq!(repeat.code(), "surface_changed_under_you");
-    assert_eq!(env.page().calls().len(), calls, "the repeat was not sent");
+    // The blind repeat was held back: nothing reached the page.
+    let writes = env
+        .page()
+        .calls()
+        .iter()
+        .filter(|c| c.tool == "sheet_set_cell")
+        .count();
+    assert_eq!(writes, 2, "the write and the refused one, not the repeat");
 
     let activity = human_plus_core::Activity::new("editing").target("A1");
     client.announce(OWNER, a.id(), &activity).unwrap();
@@ -485,6 +471,25 @@ pub fn two_agents<R: Runtime>(env: &ChannelEnv) {
     two.shutdown();
 }
 
+/// The careless agent: a write after the person's edit of A1 is refused
+/// with what changed, and the same write repeated at once is refused too.
+fn refused_then_held_back(client: &dyn Client, id: &str) {
+    for attempt in ["write", "repeat"] {
+        let err = client
+            .call(
+                OWNER,
+                id,
+                "sheet_set_cell",
+                json!({"address": "A1", "value": "agent again"}),
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), "surface_changed_under_you", "{attempt}: {err}");
+        if attempt == "write" {
+            assert!(err.to_string().contains("A1"), "{attempt}: {err}");
+        }
+    }
+}
+
 fn wait_for(mut done: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(5);
     while !done() {
@@ -559,25 +564,7 @@ pub fn echo_page_conversation<R: Runtime>() -> bool {
         .unwrap();
     let _ = page.wait_for("write", Duration::from_secs(5));
     let _ = page.person_edit("A1", "person");
-    let refused = client
-        .call(
-            OWNER,
-            a.id(),
-            "sheet_set_cell",
-            json!({"address": "A1", "value": "agent again"}),
-        )
-        .unwrap_err();
-    assert_eq!(refused.code(), "surface_changed_under_you", "{refused}");
-    assert!(refused.to_string().contains("A1"), "{refused}");
-    let repeat = client
-        .call(
-            OWNER,
-            a.id(),
-            "sheet_set_cell",
-            json!({"address": "A1", "value": "agent again"}),
-        )
-        .unwrap_err();
-    assert_eq!(repeat.code(), "surface_changed_under_you");
+    refused_then_held_back(client.as_ref(), a.id());
     let state = page.state();
     assert!(
         state.to_string().contains("person"),
