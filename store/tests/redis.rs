@@ -80,21 +80,38 @@ impl Scope {
         out
     }
 
-    fn hset(&mut self, key: &str, field: &str, value: &[u8]) {
-        let _: i64 = redis::cmd("HSET")
-            .arg(key)
-            .arg(field)
-            .arg(value)
-            .query(self.raw.like())
-            .unwrap();
+    /// A record's generation (`"g"`) or envelope (`"v"`), from its one
+    /// string `<generation>:<envelope>`.
+    fn part(&mut self, key: &str, which: &str) -> Vec<u8> {
+        let raw: Vec<u8> = redis::cmd("GET").arg(key).query(self.raw.like()).unwrap();
+        let colon = raw.iter().position(|b| *b == b':').expect("a generation");
+        match which {
+            "g" => raw[..colon].to_vec(),
+            _ => raw[colon + 1..].to_vec(),
+        }
     }
 
-    fn hget(&mut self, key: &str, field: &str) -> Vec<u8> {
-        redis::cmd("HGET")
+    /// Replaces a record's generation or envelope in place (its TTL kept);
+    /// a missing record starts as `:`.
+    fn set_part(&mut self, key: &str, which: &str, value: &[u8]) {
+        let raw: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(self.raw.like()).unwrap();
+        let raw = raw.unwrap_or_else(|| b":".to_vec());
+        let colon = raw.iter().position(|b| *b == b':').expect("a generation");
+        let (g, v) = (&raw[..colon], &raw[colon + 1..]);
+        let joined = match which {
+            "g" => [value, b":", v].concat(),
+            _ => [g, b":", value].concat(),
+        };
+        self.set_raw(key, &joined);
+    }
+
+    fn set_raw(&mut self, key: &str, value: &[u8]) {
+        let _: () = redis::cmd("SET")
             .arg(key)
-            .arg(field)
+            .arg(value)
+            .arg("KEEPTTL")
             .query(self.raw.like())
-            .unwrap()
+            .unwrap();
     }
 
     fn pttl(&mut self, key: &str) -> i64 {
@@ -180,7 +197,7 @@ fn put_is_compare_and_set_with_a_sliding_ttl() {
     store.put(&r, Some(0)).unwrap();
     let ttl = scope.pttl(&key);
     assert!(ttl > 59_000, "every write re-sets the TTL: {ttl}");
-    assert_eq!(scope.hget(&key, "g"), b"1");
+    assert_eq!(scope.part(&key, "g"), b"1");
     assert_eq!(store.get(r.id()).unwrap().unwrap().generation(), 1);
 
     // A stale writer never overwrites.
@@ -258,39 +275,35 @@ fn a_record_that_cannot_be_opened_is_an_error_never_a_miss() {
         refused(&unknown, "unknown key id").contains("\"k1\", which this keyring does not hold")
     );
 
-    let original = scope.hget(&key, "v");
+    let original = scope.part(&key, "v");
     // A flipped byte anywhere in the nonce, the ciphertext or the tag.
     for i in [4, 4 + 24 + 3, original.len() - 1] {
         let mut tampered = original.clone();
         tampered[i] ^= 0x40;
-        scope.hset(&key, "v", &tampered);
+        scope.set_part(&key, "v", &tampered);
         assert!(refused(&store, "tampered").contains("authentication failed"));
     }
     // A truncated envelope.
-    scope.hset(&key, "v", &original[..20]);
+    scope.set_part(&key, "v", &original[..20]);
     assert!(refused(&store, "truncated").contains("truncated"));
     // Another generation beside intact bytes (bound by the AAD).
-    scope.hset(&key, "v", &original);
-    scope.hset(&key, "g", b"5");
+    scope.set_part(&key, "v", &original);
+    scope.set_part(&key, "g", b"5");
     assert!(refused(&store, "generation").contains("authentication failed"));
-    scope.hset(&key, "g", b"0");
+    scope.set_part(&key, "g", b"0");
     assert_eq!(store.get(r.id()).unwrap().unwrap(), r);
 
     // A record moved under another attachment's key.
     let other = record(&secret_token());
     let other_key = store.record_key(other.id());
-    scope.hset(&other_key, "g", b"0");
-    scope.hset(&other_key, "v", &original);
+    scope.set_part(&other_key, "g", b"0");
+    scope.set_part(&other_key, "v", &original);
     let e = store.get(other.id()).unwrap_err();
     assert!(e.to_string().contains("authentication failed"), "{e}");
 
     // Half a record, and a key of another type: errors, and never
     // overwritten by an insert.
-    let _: i64 = redis::cmd("HDEL")
-        .arg(&key)
-        .arg("v")
-        .query(scope.raw.like())
-        .unwrap();
+    scope.set_raw(&key, b"0");
     assert!(refused(&store, "half").contains("malformed"));
     let _: () = redis::cmd("SET")
         .arg(&key)
@@ -304,6 +317,83 @@ fn a_record_that_cannot_be_opened_is_an_error_never_a_miss() {
 }
 
 #[test]
+fn a_record_of_the_earlier_layout_is_read_and_written_over_as_one_string() {
+    if !common::available(common::Kind::Plain) {
+        return;
+    }
+    let mut scope = Scope::new();
+    let store = scope.store(key1());
+    let r = record(&secret_token());
+    store.put(&r, None).unwrap();
+    let key = store.record_key(r.id());
+    let kind = |scope: &mut Scope| -> String {
+        redis::cmd("TYPE")
+            .arg(&key)
+            .query(scope.raw.like())
+            .unwrap()
+    };
+    assert_eq!(kind(&mut scope), "string");
+    // The same record as a release before issue 43 stored it: a hash.
+    let (g, v) = (scope.part(&key, "g"), scope.part(&key, "v"));
+    let _: i64 = redis::cmd("DEL").arg(&key).query(scope.raw.like()).unwrap();
+    let _: i64 = redis::cmd("HSET")
+        .arg(&key)
+        .arg("g")
+        .arg(&g)
+        .arg("v")
+        .arg(&v)
+        .query(scope.raw.like())
+        .unwrap();
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(&key)
+        .arg(5_000)
+        .query(scope.raw.like())
+        .unwrap();
+
+    // Read by a get and by the lock's script.
+    assert_eq!(store.get(r.id()).unwrap().as_ref(), Some(&r));
+    let lease = Duration::from_secs(30);
+    let (guard, loaded) = store.lock_and_get(r.id(), lease, Duration::ZERO).unwrap();
+    assert_eq!(loaded.as_ref(), Some(&r));
+    // A write on another generation is refused, the hash left as it was.
+    let mut next = r.clone();
+    revise(&mut next, "r1");
+    assert!(matches!(
+        store.put(&next, Some(5)),
+        Err(Error::StoreConflict {
+            expected: Some(5),
+            found: Some(0)
+        })
+    ));
+    assert_eq!(kind(&mut scope), "hash");
+    // The next write writes it over as one string, with the record's TTL.
+    store.put_and_release(&guard, &next, Some(0)).unwrap();
+    drop(guard);
+    assert_eq!(kind(&mut scope), "string");
+    assert_eq!(scope.part(&key, "g"), b"1");
+    let ttl = scope.pttl(&key);
+    assert!(ttl > 59_000, "{ttl}");
+    assert_eq!(store.get(r.id()).unwrap().as_ref(), Some(&next));
+
+    // A hash that holds no generation is an error, and left as it was.
+    let other = record(&secret_token());
+    let other_key = store.record_key(other.id());
+    let _: i64 = redis::cmd("HSET")
+        .arg(&other_key)
+        .arg("x")
+        .arg("1")
+        .query(scope.raw.like())
+        .unwrap();
+    assert!(matches!(store.put(&other, None), Err(Error::Store(_))));
+    let x: String = redis::cmd("HGET")
+        .arg(&other_key)
+        .arg("x")
+        .query(scope.raw.like())
+        .unwrap();
+    assert_eq!(x, "1");
+}
+
+#[test]
 fn rotation_reads_old_records_and_reseals_on_write() {
     if !common::available(common::Kind::Plain) {
         return;
@@ -314,14 +404,14 @@ fn rotation_reads_old_records_and_reseals_on_write() {
     let mut r = record(&secret_token());
     old.put(&r, None).unwrap();
     let key = old.record_key(r.id());
-    assert_eq!(&scope.hget(&key, "v")[1..4], b"\x02k1");
+    assert_eq!(&scope.part(&key, "v")[1..4], b"\x02k1");
 
     let rotated = scope.store(old_ring.rotate("k2", [0x33; 32]).unwrap());
     let loaded = rotated.get(r.id()).unwrap().unwrap();
     assert_eq!(loaded, r);
     revise(&mut r, "r1");
     rotated.put(&r, Some(loaded.generation())).unwrap();
-    assert_eq!(&scope.hget(&key, "v")[1..4], b"\x02k2");
+    assert_eq!(&scope.part(&key, "v")[1..4], b"\x02k2");
     assert_eq!(rotated.get(r.id()).unwrap().unwrap(), r);
 
     // A worker still on the old keyring refuses the new record loudly.
@@ -343,10 +433,10 @@ fn deterministic_nonces_can_be_injected() {
     let r = record(&secret_token());
     a.put(&r, None).unwrap();
     let key = a.record_key(r.id());
-    let first = scope.hget(&key, "v");
+    let first = scope.part(&key, "v");
     let _: i64 = redis::cmd("DEL").arg(&key).query(scope.raw.like()).unwrap();
     b.put(&r, None).unwrap();
-    assert_eq!(scope.hget(&key, "v"), first);
+    assert_eq!(scope.part(&key, "v"), first);
     let mut expected_nonce = [0u8; 24];
     SeededEntropy::new(7).fill_bytes(&mut expected_nonce);
     assert_eq!(&first[4..28], &expected_nonce);
@@ -701,6 +791,10 @@ fn a_lease_is_renewed_only_while_its_holder_has_the_lock() {
     drop(g);
     let held: String = redis::cmd("GET").arg(&key).query(scope.raw.like()).unwrap();
     assert_eq!(held, next.token());
+    // (The release took it and put it back in one step: with at most the
+    // lease its token names, never longer, never without one.)
+    let left = scope.pttl(&key);
+    assert!(left > 0 && left <= 10_000, "{left}");
     // Given back explicitly: free at once; its drop frees nothing more.
     store.release(&next).unwrap();
     assert!(scope.keys().is_empty());

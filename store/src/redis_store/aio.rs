@@ -496,17 +496,11 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
             return Ok(None);
         }
         let key = self.shared.record_key(id);
-        let fields: (Option<String>, Option<Vec<u8>>) = self
-            .retrying("HMGET", |mut conn| {
-                let key = &key;
-                async move {
-                    redis::cmd("HMGET")
-                        .arg(key)
-                        .arg("g")
-                        .arg("v")
-                        .query_async(&mut conn)
-                        .await
-                }
+        let inv = Shared::read_invocation(&key);
+        let fields: Fields = self
+            .retrying("read script", |mut conn| {
+                let inv = &inv;
+                async move { inv.invoke_async(&mut conn).await }
             })
             .await?;
         self.shared.decode(id, fields)

@@ -27,7 +27,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `human-plus:<id>` | hash | `g`: the record's generation (decimal); `v`: the sealed envelope |
+//! | `human-plus:<id>` | string | `<generation>:<sealed envelope>`: the record's generation in decimal, a colon, the envelope's bytes; with a `PX` TTL |
 //! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`, followed by `\|` once a waiter is next in line), with a `PX` lease; or `>` and the token of the waiter it was given back to, for as long as a place in line is kept |
 //! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
 //!
@@ -43,13 +43,19 @@
 //! The generation sits beside the ciphertext so the compare-and-set script
 //! can read it without the key. Every write re-sets the record's TTL
 //! (sliding, 24 h by default: [`DEFAULT_TTL`]); reads do not extend it.
+//! The record is one string so that one `SET … PX … GET` writes it, sets
+//! its TTL and reads what it replaces (the fence) together, and one `GET`
+//! reads it. Earlier builds stored it as a hash (`g` and `v` fields): such
+//! a record is still read (one `HMGET` more) and is written over as a
+//! string by its next write, so an upgrade needs no migration. This needs
+//! Redis 6.2 or later (`SET … GET`, `GETDEL`).
 //! An attachment id starting with `lock:` is refused by `put` (in the
 //! plain layout its record key would be another attachment's lock key).
 //!
 //! **Moving records between layouts** (a single server to a cluster): the
 //! envelope is bound to the prefix and id, not to the key's shape (see
 //! [Encryption at rest](#encryption-at-rest)), so a record moved from
-//! `human-plus:<id>` to `human-plus:{<id>}` with its two fields intact
+//! `human-plus:<id>` to `human-plus:{<id>}` intact
 //! (`DUMP` + `RESTORE` with its `PTTL`, or `MIGRATE`, or `RENAME` on one
 //! server) opens unchanged. Locks are not moved: stop the workers, copy
 //! the records, start them on the cluster. A record not moved is simply
@@ -57,11 +63,13 @@
 //!
 //! ## Scripts and locks
 //!
-//! * `put` is one Lua script (EVALSHA, loaded on demand): it reads `g`,
-//!   and only if it equals the expected generation (or, for an insert, the
-//!   key does not exist) writes `g` and `v` together and re-sets the TTL.
-//!   A mismatch is [`Error::StoreConflict`] with the generation found;
-//!   nothing is written. A replay of a write already applied (the same new
+//! * `put` is one Lua script (EVALSHA, loaded on demand): it writes the
+//!   record and re-sets the TTL only if the generation it replaces equals
+//!   the expected one (or, for an insert, the key does not exist). The
+//!   script writes and reads what it replaced in one `SET … GET`, and on a
+//!   mismatch puts that back before anyone can see it (atomic, as a script
+//!   is). A mismatch is [`Error::StoreConflict`] with the generation found;
+//!   the record is left as it was (its TTL re-set). A replay of a write already applied (the same new
 //!   generation and the same envelope, whose nonce is random: an answer
 //!   lost and the command sent again) answers "written" instead of a
 //!   conflict, so a retried write is applied once and reported once.
@@ -70,9 +78,10 @@
 //!   manager calls) reads the record's `g` and `v` in the same script once
 //!   the lock is taken, and `put_and_release` writes the record as `put`
 //!   does and gives the lock back in one script: a warm call is two round
-//!   trips, a read six commands counting the scripts' own (`EVALSHA`,
-//!   `SET`, `HMGET`; `EVALSHA`, `GET`, `DEL`), a write nine (the second
-//!   script's `HGET`, `HSET`, `PEXPIRE` added). An attempt that finds the
+//!   trips, a read five commands counting the scripts' own (`EVALSHA`,
+//!   `SET`, `GET`; `EVALSHA`, `GETDEL`), a write six (the second script's
+//!   `SET … PX … GET` added: the record, its TTL and its fence in one
+//!   command; a refused write puts back what it found). An attempt that finds the
 //!   lock held learns the holder's lease left (`PTTL`). Waiting is cheap:
 //!   a release made by any store of this process wakes that lock's
 //!   waiters in this process at once (workers of one process hand a lock
@@ -103,7 +112,10 @@
 //!   conversations within one lease; nothing else renews a lease.
 //! * Release is a Lua compare-and-delete: the key is deleted only while it
 //!   still holds the releasing guard's token, so a holder whose lease ran
-//!   out never frees its successor's lock. A worker that dies without
+//!   out never frees its successor's lock. It is one `GETDEL`: a lock found
+//!   to be another's is put back in the same atomic step, with the lease
+//!   its token names (a lease left is never more than that, so no holder's
+//!   lock is shortened; a dead holder's may last one lease longer). A worker that dies without
 //!   releasing holds the lock only until its lease ends; a release that
 //!   fails (the server is failing over) is retried in the background
 //!   until it succeeds or [`RedisConfig::failover_wait`] has passed.

@@ -46,30 +46,135 @@ end
     };
 }
 
-/// Gives a lock back: `KEYS[lock]` holding `token` (or a promise to
-/// `token`) is deleted; a lock a waiter is next in line for (flagged `|`)
-/// is promised to that waiter instead (`>` and its token, for `line_ms`),
-/// when its place `KEYS[next]` is still kept. Returns 1 when given back,
-/// 0 when the lock was not the caller's.
+/// Gives a lock back, or a place in line: `lock` holding `token` (or a
+/// promise to `token`) is deleted; a lock a waiter is next in line for
+/// (flagged `|`) is promised to that waiter instead (`>` and its token,
+/// for `line_ms`), when its place `next` is still kept. Returns 1 when
+/// given back, 0 when the key was not the caller's.
+///
+/// The usual case is one command, `GETDEL` (issue 43: a compare-and-delete
+/// without a second look). A key found holding something else, a
+/// successor's lock after the caller's lease ran out, is put back at once,
+/// in the same atomic step, nobody seeing it gone: with the lease its
+/// token names (a promise, or a place in line (`next` is nil), for
+/// `line_ms`; a value naming no lease for the caller's own lease). A
+/// holder's lease left is never more than the lease it names (taken and
+/// renewed as `PX` of it), so the lock is never shortened: at worst a
+/// holder that died keeps it one lease longer than it would have.
 macro_rules! release_fn {
     () => {
         r"
 local function release(lock, next, token, line_ms)
-  local held = redis.call('GET', lock)
-  if held == token or held == '>' .. token then
-    redis.call('DEL', lock)
-    return 1
-  end
-  if held ~= token .. '|' then
+  local held = redis.call('GETDEL', lock)
+  if not held then
     return 0
   end
-  local waiter = next and redis.call('GET', next)
-  if waiter then
-    redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
-  else
-    redis.call('DEL', lock)
+  if held == token or held == '>' .. token then
+    return 1
   end
-  return 1
+  if held == token .. '|' then
+    local waiter = next and redis.call('GET', next)
+    if waiter then
+      redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
+    end
+    return 1
+  end
+  local keep = lease_of(held)
+  if not next or string.sub(held, 1, 1) == '>' then
+    keep = line_ms
+  elseif keep < 1 then
+    keep = lease_of(token)
+  end
+  redis.call('SET', lock, held, 'PX', keep)
+  return 0
+end
+"
+    };
+}
+
+/// The Lua helpers that read and write a record: one string,
+/// `<generation>:<sealed envelope>`, with a `PX` TTL (issue 43: the
+/// generation, the envelope and the TTL in one `SET`, read back by one
+/// `GET`). A record of the earlier layout (a hash: `g`, `v`) is still
+/// read, and written over as a string by its next write.
+///
+/// `read_record(key)` answers the generation and the envelope (`false,
+/// false` for no record; `false` and the value for a string with no
+/// generation: malformed, as the caller reports).
+///
+/// `write_record(key, expected, g, v, ttl, held)` writes `g:v` when the
+/// record's generation is `expected` (`''`: no record) and, with `held`,
+/// while `held()` says the lock is the caller's. Answers `status, found`:
+/// 1 written (or this very write found applied already: a replay), 0 a
+/// generation mismatch, 2 the lock not held; nothing is left changed
+/// unless 1. The usual case is one command, `SET … PX … GET`: the write
+/// and the fence's read together; a mismatch puts the value found back at
+/// once (its TTL set to `ttl` again: a refused write counts as the
+/// record's use), or deletes what a record that was not there would have
+/// become. A key holding something else (a string without a generation,
+/// another type) is an error, its value left as it was.
+macro_rules! record_fns {
+    () => {
+        r"
+local function read_record(key)
+  local s = redis.pcall('GET', key)
+  if type(s) == 'table' then
+    local f = redis.call('HMGET', key, 'g', 'v')
+    return f[1], f[2]
+  end
+  if not s then
+    return false, false
+  end
+  local g = string.match(s, '^(%d+):')
+  if not g then
+    return false, s
+  end
+  return g, string.sub(s, #g + 2)
+end
+local function restore(key, old, ttl)
+  if old then
+    redis.call('SET', key, old, 'PX', ttl)
+  else
+    redis.call('DEL', key)
+  end
+end
+local function write_record(key, expected, g, v, ttl, held)
+  local value = g .. ':' .. v
+  local old = redis.pcall('SET', key, value, 'PX', ttl, 'GET')
+  if type(old) == 'table' then
+    local found = redis.call('HGET', key, 'g')
+    if not found then
+      return redis.error_reply('human-plus: the record key holds no generation')
+    end
+    if found ~= expected then
+      return 0, found
+    end
+    if held and not held() then
+      return 2, found
+    end
+    redis.call('SET', key, value, 'PX', ttl)
+    return 1, g
+  end
+  if old == value then
+    return 1, g
+  end
+  local found = ''
+  if old then
+    found = string.match(old, '^(%d+):')
+    if not found then
+      redis.call('SET', key, old, 'PX', ttl)
+      return redis.error_reply('human-plus: the record key holds no generation')
+    end
+  end
+  if found ~= expected then
+    restore(key, old, ttl)
+    return 0, found
+  end
+  if held and not held() then
+    restore(key, old, ttl)
+    return 2, found
+  end
+  return 1, g
 end
 "
     };
@@ -77,43 +182,38 @@ end
 
 /// Compare-and-set of a record.
 ///
-/// `KEYS[1]` the record key (a hash: `g` = generation in decimal, `v` =
-/// the envelope); `KEYS[2]` (optional) the lock key.
-/// `ARGV[1]` the expected generation (`""`: the key must not exist),
-/// `ARGV[2]` the new generation, `ARGV[3]` the envelope, `ARGV[4]` the TTL
-/// in milliseconds, `ARGV[5]` `'1'` to report the connected replicas,
-/// `ARGV[6]` (with `KEYS[2]`) the caller's lock token.
+/// `KEYS[1]` the record key (see [`record_fns`]); `KEYS[2]` (optional)
+/// the lock key. `ARGV[1]` the expected generation (`""`: the key must
+/// not exist), `ARGV[2]` the new generation, `ARGV[3]` the envelope,
+/// `ARGV[4]` the TTL in milliseconds, `ARGV[5]` `'1'` to report the
+/// connected replicas, `ARGV[6]` (with `KEYS[2]`) the caller's lock token.
 ///
 /// Returns `{1, new, replicas}` when written, or when this very write was
-/// applied already (the record holds the new generation and exactly this
-/// envelope, whose nonce is random: a replay); `{0, found, -1}` on a
-/// generation mismatch (`found` is `""` for a missing record) and `{2,
-/// found, -1}` when the lock is no longer held by the caller's token.
-/// Nothing is written unless it returns 1. A record key holding something
-/// else than our hash is an error, never overwritten.
+/// applied already (the record holds exactly this generation and envelope,
+/// whose nonce is random: a replay); `{0, found, -1}` on a generation
+/// mismatch (`found` is `""` for a missing record) and `{2, found, -1}`
+/// when the lock is no longer held by the caller's token. Nothing is
+/// changed unless it returns 1. A record key holding something else than
+/// a record is an error, never overwritten.
 pub(crate) const PUT_SRC: &str = concat!(
     replicas_fn!(),
     lock_fns!(),
+    record_fns!(),
     r"
-local found = redis.call('HGET', KEYS[1], 'g')
-if not found then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return redis.error_reply('human-plus: the record key holds no generation')
+local held = nil
+if KEYS[2] then
+  held = function()
+    return holds(redis.call('GET', KEYS[2]), ARGV[6])
   end
-  found = ''
 end
-if found ~= ARGV[1] then
-  if found == ARGV[2] and redis.call('HGET', KEYS[1], 'v') == ARGV[3] then
-    return {1, found, replicas(ARGV[5])}
-  end
-  return {0, found, -1}
+local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], held)
+if type(status) == 'table' then
+  return status
 end
-if KEYS[2] and not holds(redis.call('GET', KEYS[2]), ARGV[6]) then
-  return {2, found, -1}
+if status == 1 then
+  return {1, found, replicas(ARGV[5])}
 end
-redis.call('HSET', KEYS[1], 'g', ARGV[2], 'v', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {1, ARGV[2], replicas(ARGV[5])}
+return {status, found, -1}
 "
 );
 
@@ -123,7 +223,7 @@ return {1, ARGV[2], replicas(ARGV[5])}
 /// trips).
 ///
 /// The usual case, the lock free, is one `SET NX PX` (and the record's
-/// `HMGET`). Only when that does not take it is the lock read: a replay of
+/// `GET`). Only when that does not take it is the lock read: a replay of
 /// this very attempt (it holds the caller's token), a lock promised to the
 /// caller (taken, its place in line given up), a lock promised to another
 /// waiter, or a lock held. For a held lock, the first waiter takes the
@@ -142,21 +242,22 @@ return {1, ARGV[2], replicas(ARGV[5])}
 /// taken; a caller that never waited costs no more than the `SET`).
 ///
 /// Returns `{1, replicas, -1, g, v}` when the lock is taken or already
-/// holds the caller's token (a replay), with the record's `g` and `v`
-/// fields (nil when it has none, or without `KEYS[3]`); `{2, left, lease,
-/// nil, nil}` when it is held and the caller is next in line (claimed or
-/// renewed now); `{0, left, lease, nil, nil}` when it is held, or promised
-/// to another waiter. `left` is the lock's `PTTL` (for a promise, the
-/// time the promise is kept), `lease` the whole lease the holder took,
-/// read from its token, `-1` when its value does not say.
+/// holds the caller's token (a replay), with the record's generation and
+/// envelope (nil when there is none, or without `KEYS[3]`); `{2, left,
+/// lease, nil, nil}` when it is held and the caller is next in line
+/// (claimed or renewed now); `{0, left, lease, nil, nil}` when it is held,
+/// or promised to another waiter. `left` is the lock's `PTTL` (for a
+/// promise, the time the promise is kept), `lease` the whole lease the
+/// holder took, read from its token, `-1` when its value does not say.
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
     lock_fns!(),
+    record_fns!(),
     r"
 local function taken()
   if KEYS[3] then
-    local f = redis.call('HMGET', KEYS[3], 'g', 'v')
-    return {1, replicas(ARGV[4]), -1, f[1], f[2]}
+    local g, v = read_record(KEYS[3])
+    return {1, replicas(ARGV[4]), -1, g, v}
   end
   return {1, replicas(ARGV[4]), -1, false, false}
 end
@@ -192,6 +293,17 @@ return {2, redis.call('PTTL', KEYS[1]), lease_of(held), false, false}
 "
 );
 
+/// A record read: `KEYS[1]` the record key. Returns `{g, v}` as
+/// [`record_fns`]' `read_record` answers them (one `GET`; a record of the
+/// earlier layout, a hash, one `HMGET` more).
+pub(crate) const READ_SRC: &str = concat!(
+    record_fns!(),
+    r"
+local g, v = read_record(KEYS[1])
+return {g, v}
+"
+);
+
 /// Extends a lock's lease: `KEYS[1]` the lock key, `ARGV[1]` the holder's
 /// token, `ARGV[2]` the lease in milliseconds from now. Only while the
 /// lock still holds that token (flagged or not): returns 1 when extended,
@@ -210,13 +322,14 @@ return 0
 
 /// Compare-and-delete of a lock or of a place in line: `KEYS[1]` the key,
 /// `KEYS[2]` (for a lock) its next-in-line key, `ARGV[1]` the holder's
-/// token, `ARGV[2]` (for a lock) how long a promise to the waiter next in
-/// line is kept, in milliseconds. Gives back only what still holds that
-/// token (a holder whose lease expired never frees its successor's lock):
-/// a lock a waiter is next in line for is promised to it. Returns 1 when
-/// given back, 0 otherwise (a replay finds it gone). The usual case is two
-/// commands: `GET`, `DEL`.
+/// token, `ARGV[2]` how long a promise to the waiter next in line (or a
+/// place in line) is kept, in milliseconds. Gives back only what still
+/// holds that token (a holder whose lease expired never frees its
+/// successor's lock): a lock a waiter is next in line for is promised to
+/// it. Returns 1 when given back, 0 otherwise (a replay finds it gone).
+/// The usual case is one command: `GETDEL`.
 pub(crate) const RELEASE_SRC: &str = concat!(
+    lock_fns!(),
     release_fn!(),
     r"
 return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
@@ -237,30 +350,24 @@ return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 ///
 /// Returns [`PUT_SRC`]'s reply and a fourth number: 1 when the lock was
 /// given back, 0 when it was not the caller's any more. A record key
-/// holding something else than our hash is an error (nothing written,
-/// nothing given back: the guard's drop gives the lock back).
+/// holding something else than a record is an error (nothing written,
+/// nothing given back: the guard's drop gives the lock back). The usual
+/// case is two commands: `SET … GET` and `GETDEL`.
 pub(crate) const PUT_RELEASE_SRC: &str = concat!(
     replicas_fn!(),
+    lock_fns!(),
     release_fn!(),
+    record_fns!(),
     r"
-local found = redis.call('HGET', KEYS[1], 'g')
-if not found then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return redis.error_reply('human-plus: the record key holds no generation')
-  end
-  found = ''
+local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], nil)
+if type(status) == 'table' then
+  return status
 end
-if found ~= ARGV[1] then
-  if found == ARGV[2] and redis.call('HGET', KEYS[1], 'v') == ARGV[3] then
-    local released = release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])
-    return {1, found, replicas(ARGV[5]), released}
-  end
-  return {0, found, -1, release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])}
-end
-redis.call('HSET', KEYS[1], 'g', ARGV[2], 'v', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
 local released = release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])
-return {1, ARGV[2], replicas(ARGV[5]), released}
+if status == 1 then
+  return {1, found, replicas(ARGV[5]), released}
+end
+return {status, found, -1, released}
 "
 );
 
@@ -270,5 +377,6 @@ pub(crate) static PUT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script:
 pub(crate) static RENEW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(RENEW_SRC));
 pub(crate) static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(RELEASE_SRC));
+pub(crate) static READ: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(READ_SRC));
 pub(crate) static PUT_RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(PUT_RELEASE_SRC));

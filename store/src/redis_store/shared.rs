@@ -102,8 +102,8 @@ impl Attempt {
 /// taken with the record asked for, the record's `g` and `v` fields.
 pub(crate) type AcquireReply = (i64, i64, i64, Option<String>, Option<Vec<u8>>);
 
-/// The record's `g` and `v` fields, as `HMGET` (or the acquire script)
-/// read them.
+/// The record's generation and envelope, as the read and acquire scripts
+/// answer them (`read_record`: either layout).
 pub(crate) type Fields = (Option<String>, Option<Vec<u8>>);
 
 /// The put script's reply: the status, the generation found (or written),
@@ -263,11 +263,20 @@ impl Shared {
     /// The release script's invocation for a place in line (or any key
     /// compared and deleted, never promised).
     pub(crate) fn release_place_invocation(
+        &self,
         key: &str,
         token: &str,
     ) -> redis::ScriptInvocation<'static> {
         let mut inv = scripts::RELEASE.prepare_invoke();
-        inv.key(key).arg(token);
+        inv.key(key).arg(token).arg(self.line_ms);
+        inv
+    }
+
+    /// The read script's invocation: the record's generation and
+    /// envelope, in either layout.
+    pub(crate) fn read_invocation(key: &str) -> redis::ScriptInvocation<'static> {
+        let mut inv = scripts::READ.prepare_invoke();
+        inv.key(key);
         inv
     }
 
@@ -279,7 +288,7 @@ impl Shared {
         token: &str,
     ) -> redis::ScriptInvocation<'static> {
         if key.ends_with("#next") {
-            Shared::release_place_invocation(key, token)
+            self.release_place_invocation(key, token)
         } else {
             self.release_invocation(key, token)
         }
@@ -340,7 +349,7 @@ impl Shared {
         Ok((generation.to_string(), envelope))
     }
 
-    /// The record from the hash's `g` and `v` fields.
+    /// The record from its generation and envelope.
     pub(crate) fn decode(
         &self,
         id: &str,
@@ -513,13 +522,8 @@ impl Shared {
             return Ok(None);
         }
         let key = self.record_key(id);
-        let fields: Fields = self.retrying("HMGET", |c| {
-            redis::cmd("HMGET")
-                .arg(&key)
-                .arg("g")
-                .arg("v")
-                .query(c.like())
-        })?;
+        let inv = Shared::read_invocation(&key);
+        let fields: Fields = self.retrying("read script", |c| inv.invoke(c.like()))?;
         self.decode(id, fields)
     }
 
