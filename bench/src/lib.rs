@@ -14,6 +14,9 @@
 //! * [`service`]: the example service's shape (two replicas, one Redis,
 //!   pages called concurrently), kept legs beside cold ones and the
 //!   keep-alive floor (issue 43);
+//! * [`heap`]: a global allocator that counts the heap each part of a
+//!   benchmark holds (the replicas of `compare service`, apart from the
+//!   relay and the pages in the same process);
 //! * [`idle`]: 10,000 warm attachments idle in one process, then calling
 //!   once each;
 //! * [`timing`]: the harness the `compare` binary and `bench.py` share;
@@ -34,6 +37,7 @@ pub mod across;
 pub mod channel;
 pub mod data;
 pub mod decisions;
+pub mod heap;
 pub mod idle;
 pub mod kept;
 pub mod link;

@@ -23,21 +23,31 @@
 //! pages received per call, the presence changes they saw per call
 //! (`peer_joined` and `peer_left`), and the Redis commands (the scripts'
 //! own included) and round trips per call. Ratios, never timed assertions.
+//!
+//! And the heap the replicas hold, apart from the relay and the pages in
+//! the same process: each row's pair runs on a tokio runtime of its own,
+//! whose threads (and the main thread while it drives them) carry that
+//! row's tag in the counting allocator ([`crate::heap`], installed by
+//! `compare`). [`ServiceOpts::memory_steps`] samples it as conversations
+//! are added, with the kept legs the relay holds open at each step.
 
+use std::collections::HashSet;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use human_plus_core::{ManagerConfig, Participant, TransportConfig, TrustPolicy};
-use human_plus_relay::{DemoSurface, RelayServer};
+use human_plus_relay::{DemoSurface, RelayHandle, RelayServer};
 use human_plus_tokio::{AsyncRedisAttachmentStore, HumanPlus, Keyring, RedisConfig};
 
+use crate::heap;
 use crate::kept::{KeptFloor, Route};
 use crate::net::{LegKind, TOKEN, TOOL, tool_args};
 use crate::redis_server::{RedisServer, RedisStats};
 use crate::timing::percentile;
 
 /// What `compare service` runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServiceOpts {
     /// Pages (default 20).
     pub pages: usize,
@@ -58,11 +68,93 @@ pub struct ServiceOpts {
     /// At most this many conversations called at once (default: all), as
     /// a service's own request concurrency bounds them.
     pub concurrency: usize,
+    /// After how many conversations (each attached and called once on
+    /// each replica) to sample the replicas' heap and the kept legs open
+    /// at the relay, in the set-up, before the windows; the last step is
+    /// always every conversation. Empty: only that one.
+    pub memory_steps: Vec<usize>,
 }
 
 type Replica = HumanPlus<AsyncRedisAttachmentStore>;
 
 const OWNER: &str = "agent-service";
+
+/// The counting allocator's tags of the rows (everything else, the relay,
+/// the pages and this benchmark's own tables, is [`heap::OTHER`]).
+const KEPT: usize = 1;
+const COLD: usize = 2;
+const FLOOR: usize = 3;
+
+/// A tokio runtime whose threads, and the thread that drives it
+/// ([`Part::block_on`]), allocate under one tag.
+struct Part {
+    rt: tokio::runtime::Runtime,
+    tag: usize,
+}
+
+impl Part {
+    fn new(tag: usize, workers: usize) -> Part {
+        let _t = heap::tagged(tag);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .on_thread_start(move || {
+                heap::set_tag(tag);
+            })
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"));
+        Part { rt, tag }
+    }
+
+    fn block_on<F: Future>(&self, f: F) -> F::Output {
+        let _t = heap::tagged(self.tag);
+        self.rt.block_on(f)
+    }
+}
+
+/// The heap a row's pair of replicas holds, and the legs the relay holds
+/// open for it, after some conversations.
+#[derive(Clone, Copy)]
+struct Step {
+    conversations: usize,
+    heap: heap::Live,
+    legs: usize,
+}
+
+/// The legs the relay holds open for the attachments of `labels` (its
+/// subscribers labelled with their client ids; a poll subscriber stays
+/// until the relay reaps it).
+fn legs_open(relay: &RelayHandle, sessions: &[String], labels: &HashSet<String>) -> usize {
+    sessions
+        .iter()
+        .flat_map(|s| relay.subscribers(s))
+        .filter(|sub| sub.client.as_ref().is_some_and(|c| labels.contains(c)))
+        .count()
+}
+
+/// A row's heap and legs once what its last calls closed has settled.
+fn step(
+    relay: &RelayHandle,
+    sessions: &[String],
+    labels: &HashSet<String>,
+    tag: usize,
+    conversations: usize,
+) -> Step {
+    std::thread::sleep(Duration::from_millis(200));
+    Step {
+        conversations,
+        heap: heap::live(tag),
+        legs: legs_open(relay, sessions, labels),
+    }
+}
+
+fn kib(bytes: usize) -> f64 {
+    bytes as f64 / 1024.0
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
 
 /// One row's totals.
 #[derive(Default)]
@@ -101,12 +193,13 @@ fn page_counts(pages: &[DemoSurface]) -> (usize, usize, usize) {
 }
 
 fn replicas(
-    rt: &tokio::runtime::Runtime,
+    rt: &Part,
     redis_url: &str,
     prefix: &str,
     config: &ManagerConfig,
     kept_legs: Option<usize>,
 ) -> [Replica; 2] {
+    let _t = heap::tagged(rt.tag);
     let key = [7u8; 32];
     let one = || {
         let keyring = Keyring::new("bench", key).unwrap_or_else(|e| panic!("keyring: {e}"));
@@ -159,11 +252,11 @@ pub fn run(opts: &ServiceOpts) -> String {
     });
     let port = relay.addr().port();
     let mut redis = RedisServer::start().unwrap_or_else(|e| panic!("redis-server: {e}"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    // One runtime per row, each under its own tag: what each row's pair
+    // holds is counted apart. Only one row runs at a time.
+    let kept_rt = Part::new(KEPT, 2);
+    let cold_rt = Part::new(COLD, 2);
+    let floor_rt = Part::new(FLOOR, 2);
     let egress = human_plus_core::EgressPolicy::new(["127.0.0.1"])
         .allow_ports([port])
         .allow_unverified_egress(true);
@@ -172,8 +265,14 @@ pub fn run(opts: &ServiceOpts) -> String {
         .transport(TransportConfig::default().receive_leg(opts.leg.receive_leg()));
     let mut cold_config = defaults.clone();
     cold_config.transport.warm = false;
-    let kept = replicas(&rt, &redis.url(), "svc-kept:", &defaults, opts.kept_legs);
-    let cold = replicas(&rt, &redis.url(), "svc-cold:", &cold_config, None);
+    let kept = replicas(
+        &kept_rt,
+        &redis.url(),
+        "svc-kept:",
+        &defaults,
+        opts.kept_legs,
+    );
+    let cold = replicas(&cold_rt, &redis.url(), "svc-cold:", &cold_config, None);
     let invitation = |i: usize| {
         human_plus_core::SurfaceInvitation::new_insecure_loopback(
             format!("http://127.0.0.1:{port}"),
@@ -185,31 +284,52 @@ pub fn run(opts: &ServiceOpts) -> String {
         .unwrap_or_else(|e| panic!("invitation: {e}"))
     };
     // Each conversation attached once per row (verified), then called once
-    // on each replica: the kept row's legs are open from here.
+    // on each replica: the kept row's legs are open from here. What the
+    // replicas hold is sampled after each memory step; the bench's own
+    // tables (the ids, the labels) are allocated outside the row's tag.
+    let mut steps: Vec<usize> = opts
+        .memory_steps
+        .iter()
+        .copied()
+        .filter(|&n| n > 0 && n < opts.conversations)
+        .chain([opts.conversations])
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
     let mut ids: Vec<Vec<String>> = Vec::new();
-    let mut clients: Vec<std::collections::HashSet<String>> = Vec::new();
-    for pair in [&kept, &cold] {
-        let mut row = Vec::new();
-        let mut labels = std::collections::HashSet::new();
+    let mut clients: Vec<HashSet<String>> = Vec::new();
+    let mut sampled: Vec<Vec<Step>> = Vec::new();
+    for (pair, part) in [(&kept, &kept_rt), (&cold, &cold_rt)] {
+        let mut row = Vec::with_capacity(opts.conversations);
+        let mut labels = HashSet::with_capacity(opts.conversations);
+        let mut samples = Vec::with_capacity(steps.len());
         for i in 0..opts.conversations {
-            let p = Participant::new(format!("agent:{i}"), "Assistant", "#7c3aed");
-            let page = invitation(i % opts.pages);
-            let attached = rt
-                .block_on(pair[0].attach_as(OWNER, &format!("c-{i}"), page, p))
-                .unwrap_or_else(|e| panic!("attach: {e}"));
-            let id = attached.attachment.id().to_owned();
+            let attached = {
+                let _t = heap::tagged(part.tag);
+                let p = Participant::new(format!("agent:{i}"), "Assistant", "#7c3aed");
+                let page = invitation(i % opts.pages);
+                let attached = part
+                    .block_on(pair[0].attach_as(OWNER, &format!("c-{i}"), page, p))
+                    .unwrap_or_else(|e| panic!("attach: {e}"));
+                for r in pair {
+                    part.block_on(r.call(OWNER, attached.attachment.id(), TOOL, tool_args()))
+                        .unwrap_or_else(|e| panic!("first call: {e}"));
+                }
+                attached
+            };
+            row.push(attached.attachment.id().to_owned());
             labels.insert(attached.attachment.client_id().to_owned());
-            for r in pair {
-                rt.block_on(r.call(OWNER, &id, TOOL, tool_args()))
-                    .unwrap_or_else(|e| panic!("first call: {e}"));
+            drop(attached);
+            if steps.contains(&(i + 1)) {
+                samples.push(step(&relay, &sessions, &labels, part.tag, i + 1));
             }
-            row.push(id);
         }
         ids.push(row);
         clients.push(labels);
+        sampled.push(samples);
     }
     let relay_addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut floors: Vec<Option<KeptFloor>> = rt.block_on(async {
+    let mut floors: Vec<Option<KeptFloor>> = floor_rt.block_on(async {
         let mut out = Vec::new();
         for (i, session) in sessions.iter().enumerate() {
             let mut f = KeptFloor::open(
@@ -234,9 +354,13 @@ pub fn run(opts: &ServiceOpts) -> String {
             let redis_before = redis.stats().unwrap_or_default();
             let (samples, errors) = match r {
                 0 | 1 => {
-                    let pair = if r == 0 { &kept } else { &cold };
+                    let (pair, part) = if r == 0 {
+                        (&kept, &kept_rt)
+                    } else {
+                        (&cold, &cold_rt)
+                    };
                     managers_window(
-                        &rt,
+                        part,
                         pair,
                         &ids[r],
                         opts.calls,
@@ -244,8 +368,8 @@ pub fn run(opts: &ServiceOpts) -> String {
                         opts.concurrency,
                     )
                 }
-                2 => floor_window(&rt, &mut floors, opts.calls),
-                _ => store_window(&rt, &kept, &ids[0], opts.calls, opts.concurrency),
+                2 => floor_window(&floor_rt, &mut floors, opts.calls),
+                _ => store_window(&kept_rt, &kept, &ids[0], opts.calls, opts.concurrency),
             };
             let redis_after = redis.stats().unwrap_or_default();
             let after = page_counts(&pages);
@@ -276,11 +400,19 @@ pub fn run(opts: &ServiceOpts) -> String {
     );
     out.push_str("| row | calls | p50 ms | p99 ms | p50 / floor | tools/list per call | tools/call per call | presence changes per call | Redis commands per call | Redis round trips per call | errors |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    // What the last calls closed, settled (as at each memory step).
+    std::thread::sleep(Duration::from_millis(200));
     let rss_kib = crate::net::status_kib("VmRSS");
+    let end: Vec<heap::Live> = [KEPT, COLD, FLOOR, heap::OTHER]
+        .into_iter()
+        .map(heap::live)
+        .collect();
+    // No floor calls (its bare clients do not reconnect once the relay
+    // closed their idle connections): no ratio.
     let floor_p50 = {
         let mut s = rows[2].samples.clone();
         s.sort_unstable();
-        percentile(&s, 50.0)
+        (!s.is_empty()).then(|| percentile(&s, 50.0))
     };
     let names = [
         "kept (the defaults)",
@@ -296,12 +428,17 @@ pub fn run(opts: &ServiceOpts) -> String {
             percentile(&row.samples, 99.0),
         );
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let ratio = match floor_p50 {
+            Some(floor) if !row.samples.is_empty() => {
+                format!("{:.2}x", ms(p50) / ms(floor).max(f64::MIN_POSITIVE))
+            }
+            _ => "—".to_owned(),
+        };
         out.push_str(&format!(
-            "| {name} | {} | {:.2} | {:.2} | {:.2}x | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {} |\n",
+            "| {name} | {} | {:.2} | {:.2} | {ratio} | {:.3} | {:.2} | {:.3} | {:.2} | {:.2} | {} |\n",
             row.samples.len(),
             ms(p50),
             ms(p99),
-            ms(p50) / ms(floor_p50).max(f64::MIN_POSITIVE),
             row.lists as f64 / n,
             row.calls_seen as f64 / n,
             row.presence as f64 / n,
@@ -314,18 +451,32 @@ pub fn run(opts: &ServiceOpts) -> String {
         "\nThis process (relay, pages, both rows' replicas, the floor) at the end: {:.1} MiB resident\n",
         rss_kib as f64 / 1024.0
     ));
-    // The legs the relay holds open for each row's attachments (its
-    // subscribers labelled with their client ids; a poll subscriber stays
-    // until the relay reaps it).
+    if heap::installed() {
+        out.push_str(&format!(
+            "Heap held at the end (live blocks' requested bytes, by who allocated them): \
+             kept replicas {:.2} MiB each ({} blocks each), cold replicas {:.2} MiB each ({} blocks each) \
+             (each a pair's runtime and its two managers, halved); the floor {:.2} MiB; \
+             everything else (relay, pages, this benchmark's tables) {:.2} MiB\n",
+            mib(end[0].bytes / 2),
+            end[0].blocks / 2,
+            mib(end[1].bytes / 2),
+            end[1].blocks / 2,
+            mib(end[2].bytes),
+            mib(end[3].bytes),
+        ));
+        out.push_str(&memory_table(
+            &sampled,
+            opts.kept_legs
+                .unwrap_or(human_plus_tokio::DEFAULT_KEPT_LEGS),
+        ));
+    } else {
+        out.push_str(
+            "(the replicas' heap is not counted: the counting allocator is not installed)\n",
+        );
+    }
     let open: Vec<usize> = clients
         .iter()
-        .map(|labels| {
-            sessions
-                .iter()
-                .flat_map(|s| relay.subscribers(s))
-                .filter(|sub| sub.client.as_ref().is_some_and(|c| labels.contains(c)))
-                .count()
-        })
+        .map(|labels| legs_open(&relay, &sessions, labels))
         .collect();
     out.push_str(&format!(
         "Legs open at the relay at the end: kept row {} (two replicas, each keeping at most {}), cold row {}\n",
@@ -346,7 +497,7 @@ pub fn run(opts: &ServiceOpts) -> String {
     }
     drop(floors);
     drop((kept, cold));
-    drop(rt);
+    drop((kept_rt, cold_rt, floor_rt));
     server_rt.block_on(async {
         for p in pages {
             p.shutdown().await;
@@ -359,7 +510,7 @@ pub fn run(opts: &ServiceOpts) -> String {
 /// One window of the managers: every conversation's `calls` calls back to
 /// back, all conversations at once, alternating replicas.
 fn managers_window(
-    rt: &tokio::runtime::Runtime,
+    rt: &Part,
     pair: &[Replica; 2],
     ids: &[String],
     calls: usize,
@@ -408,7 +559,7 @@ fn managers_window(
 /// (the lock taken with the record, then given back), on the
 /// kept row's replicas' stores, alternating as the calls do.
 fn store_window(
-    rt: &tokio::runtime::Runtime,
+    rt: &Part,
     pair: &[Replica; 2],
     ids: &[String],
     calls: usize,
@@ -460,7 +611,7 @@ fn store_window(
 
 /// One window of the bare clients.
 fn floor_window(
-    rt: &tokio::runtime::Runtime,
+    rt: &Part,
     floors: &mut Vec<Option<KeptFloor>>,
     calls: usize,
 ) -> (Vec<Duration>, usize) {
@@ -497,4 +648,45 @@ fn floor_window(
         *floors = back;
         all
     })
+}
+
+/// The heap per replica at each memory step (a pair's, halved), kept
+/// beside cold: what keeping legs adds, per leg open at the relay, and
+/// what each conversation added since the step before.
+fn memory_table(sampled: &[Vec<Step>], bound: usize) -> String {
+    let mut out = format!(
+        "\nThe replicas' heap as conversations are added (set-up: each attached, then called once on each replica; \
+         per replica = the pair's / 2; the kept bound {bound} legs per replica)\n\n\
+         | conversations | kept: heap per replica (KiB) | kept: blocks per replica | kept legs open at the relay | cold: heap per replica (KiB) | \
+         kept − cold, per replica (KiB) | kept − cold, per kept leg (KiB) | kept: added per conversation since the step before (bytes, per replica) | \
+         cold: the same (bytes) |\n|---|---|---|---|---|---|---|---|---|\n"
+    );
+    let (kept, cold) = (&sampled[0], &sampled[1]);
+    let mut last: Option<(Step, Step)> = None;
+    for (k, c) in kept.iter().zip(cold) {
+        let diff = k.heap.bytes.cast_signed() - c.heap.bytes.cast_signed();
+        let per_leg = if k.legs > 0 {
+            format!("{:.1}", diff as f64 / 1024.0 / k.legs as f64)
+        } else {
+            "—".to_owned()
+        };
+        let added = |now: &Step, before: Option<&Step>| {
+            let (b0, n0) = before.map_or((0, 0), |b| (b.heap.bytes, b.conversations));
+            let dn = now.conversations - n0;
+            (now.heap.bytes.cast_signed() - b0.cast_signed()) as f64 / 2.0 / dn.max(1) as f64
+        };
+        out.push_str(&format!(
+            "| {} | {:.1} | {} | {} | {:.1} | {:.1} | {per_leg} | {:.0} | {:.0} |\n",
+            k.conversations,
+            kib(k.heap.bytes / 2),
+            k.heap.blocks / 2,
+            k.legs,
+            kib(c.heap.bytes / 2),
+            diff as f64 / 2.0 / 1024.0,
+            added(k, last.as_ref().map(|l| &l.0)),
+            added(c, last.as_ref().map(|l| &l.1)),
+        ));
+        last = Some((*k, *c));
+    }
+    out
 }

@@ -55,7 +55,11 @@
 //! `--sticky` calls each conversation on one replica only;
 //! `--concurrency N` calls at most N conversations at once. A fourth row
 //! times the store alone (a warm read's lock with its record, then the
-//! release).
+//! release). It also prints the heap each row's replicas hold (counted by
+//! this binary's global allocator, [`human_plus_bench::heap`], apart from
+//! the relay and the pages); `--memory-steps N,N,...` samples the kept and
+//! cold replicas' heap, and the kept legs open at the relay, after that
+//! many conversations have been attached and called.
 //!
 //! `link` options: `--rtt-ms MS` (default 40), `--calls N` (warm calls per
 //! bridge, default 30), `--turns N` (one-shot `call` processes per row,
@@ -86,6 +90,11 @@ use human_plus_bench::timing::{self, Timing, percentile, us};
 use human_plus_bench::{idle, queue, scale, service, workloads as w};
 use human_plus_core::SeededEntropy;
 use serde_json::Value;
+
+/// Every block counted under the tag of the part that allocated it: the
+/// replicas of `service` apart from the relay and the pages.
+#[global_allocator]
+static HEAP: human_plus_bench::heap::TaggedHeap = human_plus_bench::heap::TaggedHeap;
 
 struct Opts {
     calls: usize,
@@ -213,6 +222,12 @@ fn main() {
                 },
                 sticky: args.iter().any(|a| a == "--sticky"),
                 concurrency: flag("--concurrency", usize::MAX),
+                memory_steps: args
+                    .iter()
+                    .position(|a| a == "--memory-steps")
+                    .and_then(|i| args.get(i + 1))
+                    .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+                    .unwrap_or_default(),
             };
             println!("{}", service::run(&opts));
         }
