@@ -166,6 +166,11 @@ pub struct LockGuard {
     id: String,
     token: String,
     release: Mutex<Option<Box<dyn FnOnce() + Send + Sync>>>,
+    /// What the store noted when the lock was taken (the Redis store: the
+    /// record's trail of write ids, so the holder's write leaves the
+    /// right one in one command).
+    #[cfg_attr(not(feature = "redis"), expect(dead_code))]
+    noted: Mutex<String>,
 }
 
 impl LockGuard {
@@ -181,7 +186,23 @@ impl LockGuard {
             id: id.into(),
             token: token.into(),
             release: Mutex::new(Some(Box::new(release))),
+            noted: Mutex::new(String::new()),
         }
+    }
+
+    /// Notes what the store read when it took the lock.
+    #[cfg(feature = "redis")]
+    pub(crate) fn note(&self, what: &str) {
+        what.clone_into(&mut self.noted.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// What the store noted when it took the lock (empty when nothing).
+    #[cfg(feature = "redis")]
+    pub(crate) fn noted(&self) -> String {
+        self.noted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The attachment id the lock is for.

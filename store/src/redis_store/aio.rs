@@ -17,8 +17,8 @@ use super::keys::RESERVED_ID_PREFIX;
 use super::pause::FailoverPause;
 use super::release::{self, Releases};
 use super::shared::{
-    AcquireReply, Attempt, Attempted, Fields, PutReleaseReply, PutReply, Shared, lock_token,
-    lock_unconfirmed,
+    AcquireReply, Attempt, Attempted, Fields, PutReleaseReply, PutReply, Shared, WriteTrail,
+    lock_token, lock_unconfirmed,
 };
 use super::wake;
 use crate::{AsyncAttachmentStore, LockGuard};
@@ -338,12 +338,14 @@ impl AsyncRedisAttachmentStore {
         let (generation, envelope) = self.shared.encode(record)?;
         let key = self.shared.record_key(record.id());
         let lock_key = fence.map(|g| (self.shared.lock_key(g.id()), g.token().to_owned()));
+        let trail = WriteTrail::new(fence)?;
         let inv = self.shared.put_invocation(
             &key,
             expected,
             &generation,
             &envelope,
             lock_key.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
+            &trail,
         );
         let shared = &self.shared;
         let (reply, acked) = self
@@ -419,7 +421,7 @@ impl AsyncRedisAttachmentStore {
                         }
                         _ => None,
                     };
-                    Ok((attempt, (reply.3, reply.4), acked))
+                    Ok((attempt, (reply.3, reply.4, reply.5), acked))
                 }
             })
             .await?;
@@ -478,6 +480,7 @@ impl AsyncRedisAttachmentStore {
                     // failure, as long as a failover may last.
                     releases.push_retry(key, release_token, wait);
                 });
+                guard.note(&fields.2);
                 return Ok((guard, fields));
             }
             let Some(sleep_for) = attempt.next_wait(&mut backoff, Instant::now(), deadline) else {
@@ -586,13 +589,14 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
         let (generation, envelope) = self.shared.encode(record)?;
         let key = self.shared.record_key(record.id());
         let lock_key = self.shared.lock_key(guard.id());
+        let trail = WriteTrail::new(Some(guard))?;
         let inv = self.shared.put_release_invocation(
             &key,
             &lock_key,
             expected,
-            &generation,
-            &envelope,
+            (&generation, &envelope),
             guard.token(),
+            &trail,
         );
         let shared = &self.shared;
         let (reply, acked) = self

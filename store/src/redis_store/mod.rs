@@ -27,7 +27,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `human-plus:<id>` | string | `<generation>:<sealed envelope>`: the record's generation in decimal, a colon, the envelope's bytes; with a `PX` TTL |
+//! | `human-plus:<id>` | string | `<generation>:<trail>:<sealed envelope>`: the record's generation in decimal; the ids of its last writes (up to 8, newest first, comma-separated, 12 hex digits each); the envelope's bytes; with a `PX` TTL |
 //! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`, followed by `\|` once a waiter is next in line), with a `PX` lease; or `>` and the token of the waiter it was given back to, for as long as a place in line is kept |
 //! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
 //!
@@ -69,10 +69,12 @@
 //!   script writes and reads what it replaced in one `SET … GET`, and on a
 //!   mismatch puts that back before anyone can see it (atomic, as a script
 //!   is). A mismatch is [`Error::StoreConflict`] with the generation found;
-//!   the record is left as it was (its TTL re-set). A replay of a write already applied (the same new
-//!   generation and the same envelope, whose nonce is random: an answer
-//!   lost and the command sent again) answers "written" instead of a
-//!   conflict, so a retried write is applied once and reported once.
+//!   the record is left as it was (its TTL re-set). Each write has an id
+//!   of its own, chosen once and kept across its retries, and the record
+//!   keeps the ids of its last eight writes: a write sent again after its
+//!   answer was lost (a failover, a timeout) finds its id there and answers
+//!   "written" instead of a conflict, even when other workers wrote on top
+//!   of it meanwhile, so a retried write is applied once and reported once.
 //! * `lock` is `SET human-plus:lock:<id> <token> NX PX <lease>` in a Lua
 //!   script, behind a one-place waiting line; `lock_and_get` (what a
 //!   manager calls) reads the record's `g` and `v` in the same script once
@@ -464,6 +466,7 @@ impl RedisAttachmentStore {
                         release::ensure_worker(&releases, &shared);
                     }
                 });
+                guard.note(&fields.2);
                 return Ok((guard, fields));
             }
             let Some(sleep) = attempt.next_wait(&mut backoff, Instant::now(), Some(deadline))
@@ -629,11 +632,18 @@ mod tests {
         ))
         .unwrap();
         assert!(shared.get_blocking("lock:x").unwrap().is_none());
-        assert!(shared.decode("a", (None, None)).unwrap().is_none());
-        let e = shared.decode("a", (Some("1".into()), None)).unwrap_err();
+        assert!(
+            shared
+                .decode("a", (None, None, String::new()))
+                .unwrap()
+                .is_none()
+        );
+        let e = shared
+            .decode("a", (Some("1".into()), None, String::new()))
+            .unwrap_err();
         assert!(e.to_string().contains("malformed"));
         let e = shared
-            .decode("a", (Some("x".into()), Some(vec![1])))
+            .decode("a", (Some("x".into()), Some(vec![1]), String::new()))
             .unwrap_err();
         assert!(e.to_string().contains("not a number"));
         assert!(matches!(

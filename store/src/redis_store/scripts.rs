@@ -93,23 +93,31 @@ end
 }
 
 /// The Lua helpers that read and write a record: one string,
-/// `<generation>:<sealed envelope>`, with a `PX` TTL (issue 43: the
-/// generation, the envelope and the TTL in one `SET`, read back by one
-/// `GET`). A record of the earlier layout (a hash: `g`, `v`) is still
-/// read, and written over as a string by its next write.
+/// `<generation>:<trail>:<sealed envelope>`, with a `PX` TTL (issue 43:
+/// the generation, the envelope and the TTL in one `SET`, read back by one
+/// `GET`). The trail is the ids of the last writes (at most 8, the newest
+/// first, comma-separated, each 12 hex digits, chosen at random by the
+/// writer once per write and kept across its retries): a write retried
+/// after its answer was lost (a failover, a timeout) finds its id there
+/// and is answered "written", even when other writes came after it. A
+/// record of the earlier layout (a hash: `g`, `v`) is still read, and
+/// written over as a string by its next write.
 ///
-/// `read_record(key)` answers the generation and the envelope (`false,
-/// false` for no record; `false` and the value for a string with no
-/// generation: malformed, as the caller reports).
+/// `read_record(key)` answers the generation, the envelope and the trail
+/// (`false, false, ''` for no record; `false` and the value for a string
+/// with no generation: malformed, as the caller reports).
 ///
-/// `write_record(key, expected, g, v, ttl, held)` writes `g:v` when the
-/// record's generation is `expected` (`''`: no record) and, with `held`,
-/// while `held()` says the lock is the caller's. Answers `status, found`:
-/// 1 written (or this very write found applied already: a replay), 0 a
-/// generation mismatch, 2 the lock not held; nothing is left changed
-/// unless 1. The usual case is one command, `SET … PX … GET`: the write
-/// and the fence's read together; a mismatch puts the value found back at
-/// once (its TTL set to `ttl` again: a refused write counts as the
+/// `write_record(key, expected, g, v, ttl, id, guess, held)` writes the
+/// record when its generation is `expected` (`''`: no record) and, with
+/// `held`, while `held()` says the lock is the caller's. `guess` is the
+/// trail the writer expects to leave (its id, then the trail it loaded):
+/// right whenever nothing was written since the load, so the usual case
+/// is one command, `SET … PX … GET` (the write and the fence's read
+/// together); otherwise a second `SET` leaves the right trail. Answers
+/// `status, found`: 1 written (or this very write found applied already:
+/// its id in the trail), 0 a generation mismatch, 2 the lock not held;
+/// nothing is left changed unless 1. A mismatch puts the value found back
+/// at once (its TTL set to `ttl` again: a refused write counts as the
 /// record's use), or deletes what a record that was not there would have
 /// become. A key holding something else (a string without a generation,
 /// another type) is an error, its value left as it was.
@@ -120,16 +128,28 @@ local function read_record(key)
   local s = redis.pcall('GET', key)
   if type(s) == 'table' then
     local f = redis.call('HMGET', key, 'g', 'v')
-    return f[1], f[2]
+    return f[1], f[2], ''
   end
   if not s then
-    return false, false
+    return false, false, ''
   end
-  local g = string.match(s, '^(%d+):')
+  local g, trail = string.match(s, '^(%d+):([%x,]*):')
   if not g then
-    return false, s
+    return false, s, ''
   end
-  return g, string.sub(s, #g + 2)
+  return g, string.sub(s, #g + #trail + 3), trail
+end
+local function next_trail(id, trail)
+  local out = id
+  local n = 1
+  for w in string.gmatch(trail, '[^,]+') do
+    if n == 8 then
+      break
+    end
+    out = out .. ',' .. w
+    n = n + 1
+  end
+  return out
 end
 local function restore(key, old, ttl)
   if old then
@@ -138,9 +158,8 @@ local function restore(key, old, ttl)
     redis.call('DEL', key)
   end
 end
-local function write_record(key, expected, g, v, ttl, held)
-  local value = g .. ':' .. v
-  local old = redis.pcall('SET', key, value, 'PX', ttl, 'GET')
+local function write_record(key, expected, g, v, ttl, id, guess, held)
+  local old = redis.pcall('SET', key, g .. ':' .. guess .. ':' .. v, 'PX', ttl, 'GET')
   if type(old) == 'table' then
     local found = redis.call('HGET', key, 'g')
     if not found then
@@ -152,19 +171,20 @@ local function write_record(key, expected, g, v, ttl, held)
     if held and not held() then
       return 2, found
     end
-    redis.call('SET', key, value, 'PX', ttl)
+    redis.call('SET', key, g .. ':' .. id .. ':' .. v, 'PX', ttl)
     return 1, g
   end
-  if old == value then
-    return 1, g
-  end
-  local found = ''
+  local found, trail = '', ''
   if old then
-    found = string.match(old, '^(%d+):')
+    found, trail = string.match(old, '^(%d+):([%x,]*):')
     if not found then
       redis.call('SET', key, old, 'PX', ttl)
       return redis.error_reply('human-plus: the record key holds no generation')
     end
+  end
+  if string.find(',' .. trail .. ',', ',' .. id .. ',', 1, true) then
+    restore(key, old, ttl)
+    return 1, found
   end
   if found ~= expected then
     restore(key, old, ttl)
@@ -173,6 +193,10 @@ local function write_record(key, expected, g, v, ttl, held)
   if held and not held() then
     restore(key, old, ttl)
     return 2, found
+  end
+  local actual = next_trail(id, trail)
+  if actual ~= guess then
+    redis.call('SET', key, g .. ':' .. actual .. ':' .. v, 'PX', ttl)
   end
   return 1, g
 end
@@ -186,11 +210,11 @@ end
 /// the lock key. `ARGV[1]` the expected generation (`""`: the key must
 /// not exist), `ARGV[2]` the new generation, `ARGV[3]` the envelope,
 /// `ARGV[4]` the TTL in milliseconds, `ARGV[5]` `'1'` to report the
-/// connected replicas, `ARGV[6]` (with `KEYS[2]`) the caller's lock token.
+/// connected replicas, `ARGV[6]` the write's id, `ARGV[7]` the trail it
+/// expects to leave, `ARGV[8]` (with `KEYS[2]`) the caller's lock token.
 ///
 /// Returns `{1, new, replicas}` when written, or when this very write was
-/// applied already (the record holds exactly this generation and envelope,
-/// whose nonce is random: a replay); `{0, found, -1}` on a generation
+/// applied already (its id in the record's trail: a replay); `{0, found, -1}` on a generation
 /// mismatch (`found` is `""` for a missing record) and `{2, found, -1}`
 /// when the lock is no longer held by the caller's token. Nothing is
 /// changed unless it returns 1. A record key holding something else than
@@ -203,10 +227,10 @@ pub(crate) const PUT_SRC: &str = concat!(
 local held = nil
 if KEYS[2] then
   held = function()
-    return holds(redis.call('GET', KEYS[2]), ARGV[6])
+    return holds(redis.call('GET', KEYS[2]), ARGV[8])
   end
 end
-local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], held)
+local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7], held)
 if type(status) == 'table' then
   return status
 end
@@ -241,9 +265,10 @@ return {status, found, -1}
 /// in line (given up, when it is still the caller's, as the lock is
 /// taken; a caller that never waited costs no more than the `SET`).
 ///
-/// Returns `{1, replicas, -1, g, v}` when the lock is taken or already
-/// holds the caller's token (a replay), with the record's generation and
-/// envelope (nil when there is none, or without `KEYS[3]`); `{2, left,
+/// Returns `{1, replicas, -1, g, v, trail}` when the lock is taken or
+/// already holds the caller's token (a replay), with the record's
+/// generation, envelope (nil when there is none, or without `KEYS[3]`)
+/// and trail of write ids; `{2, left,
 /// lease, nil, nil}` when it is held and the caller is next in line
 /// (claimed or renewed now); `{0, left, lease, nil, nil}` when it is held,
 /// or promised to another waiter. `left` is the lock's `PTTL` (for a
@@ -256,10 +281,10 @@ pub(crate) const ACQUIRE_SRC: &str = concat!(
     r"
 local function taken()
   if KEYS[3] then
-    local g, v = read_record(KEYS[3])
-    return {1, replicas(ARGV[4]), -1, g, v}
+    local g, v, trail = read_record(KEYS[3])
+    return {1, replicas(ARGV[4]), -1, g, v, trail}
   end
-  return {1, replicas(ARGV[4]), -1, false, false}
+  return {1, replicas(ARGV[4]), -1, false, false, ''}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] == '1' and redis.call('GET', KEYS[2]) == ARGV[1] then
@@ -273,7 +298,7 @@ if holds(held, ARGV[1]) then
 end
 if string.sub(held, 1, 1) == '>' then
   if string.sub(held, 2) ~= ARGV[1] then
-    return {0, redis.call('PTTL', KEYS[1]), -1, false, false}
+    return {0, redis.call('PTTL', KEYS[1]), -1, false, false, ''}
   end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if redis.call('GET', KEYS[2]) == ARGV[1] then
@@ -283,24 +308,24 @@ if string.sub(held, 1, 1) == '>' then
 end
 local next = redis.call('GET', KEYS[2])
 if next and next ~= ARGV[1] then
-  return {0, redis.call('PTTL', KEYS[1]), lease_of(held), false, false}
+  return {0, redis.call('PTTL', KEYS[1]), lease_of(held), false, false, ''}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
 if string.sub(held, -1) ~= '|' then
   redis.call('SET', KEYS[1], held .. '|', 'KEEPTTL')
 end
-return {2, redis.call('PTTL', KEYS[1]), lease_of(held), false, false}
+return {2, redis.call('PTTL', KEYS[1]), lease_of(held), false, false, ''}
 "
 );
 
-/// A record read: `KEYS[1]` the record key. Returns `{g, v}` as
+/// A record read: `KEYS[1]` the record key. Returns `{g, v, trail}` as
 /// [`record_fns`]' `read_record` answers them (one `GET`; a record of the
 /// earlier layout, a hash, one `HMGET` more).
 pub(crate) const READ_SRC: &str = concat!(
     record_fns!(),
     r"
-local g, v = read_record(KEYS[1])
-return {g, v}
+local g, v, trail = read_record(KEYS[1])
+return {g, v, trail}
 "
 );
 
@@ -344,8 +369,8 @@ return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 /// the write's answer, so a conflict still gives the lock back.
 ///
 /// `KEYS[1]` the record key, `KEYS[2]` the lock key, `KEYS[3]` its
-/// next-in-line key; `ARGV[1]` to `ARGV[5]` as [`PUT_SRC`], `ARGV[6]` the
-/// lock's token, `ARGV[7]` how long a promise to the waiter next in line
+/// next-in-line key; `ARGV[1]` to `ARGV[7]` as [`PUT_SRC`], `ARGV[8]` the
+/// lock's token, `ARGV[9]` how long a promise to the waiter next in line
 /// is kept, in milliseconds.
 ///
 /// Returns [`PUT_SRC`]'s reply and a fourth number: 1 when the lock was
@@ -359,11 +384,11 @@ pub(crate) const PUT_RELEASE_SRC: &str = concat!(
     release_fn!(),
     record_fns!(),
     r"
-local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], nil)
+local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7], nil)
 if type(status) == 'table' then
   return status
 end
-local released = release(KEYS[2], KEYS[3], ARGV[6], ARGV[7])
+local released = release(KEYS[2], KEYS[3], ARGV[8], ARGV[9])
 if status == 1 then
   return {1, found, replicas(ARGV[5]), released}
 end

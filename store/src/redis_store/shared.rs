@@ -51,7 +51,7 @@ impl Attempt {
     /// The acquire script's reply: for a lock taken its second number is
     /// the replicas; otherwise the lease left and the holder's whole lease
     /// (milliseconds, negative for none).
-    pub(crate) fn from_reply((status, second, third, _, _): &AcquireReply) -> Self {
+    pub(crate) fn from_reply((status, second, third, _, _, _): &AcquireReply) -> Self {
         let (status, second, third) = (*status, *second, *third);
         let attempted = Attempted::from_reply(status);
         let ms = |n: i64| u64::try_from(n).ok().map(Duration::from_millis);
@@ -100,11 +100,11 @@ impl Attempt {
 /// connected replicas (`-1` when not asked), for one found held the
 /// holder's lease left and its whole lease, in milliseconds; for a lock
 /// taken with the record asked for, the record's `g` and `v` fields.
-pub(crate) type AcquireReply = (i64, i64, i64, Option<String>, Option<Vec<u8>>);
+pub(crate) type AcquireReply = (i64, i64, i64, Option<String>, Option<Vec<u8>>, String);
 
-/// The record's generation and envelope, as the read and acquire scripts
-/// answer them (`read_record`: either layout).
-pub(crate) type Fields = (Option<String>, Option<Vec<u8>>);
+/// The record's generation, envelope and trail of write ids, as the read
+/// and acquire scripts answer them (`read_record`: either layout).
+pub(crate) type Fields = (Option<String>, Option<Vec<u8>>, String);
 
 /// The put script's reply: the status, the generation found (or written),
 /// and the primary's connected replicas (`-1` when not asked).
@@ -302,9 +302,9 @@ impl Shared {
         record_key: &str,
         lock_key: &str,
         expected: Option<u64>,
-        generation: &str,
-        envelope: &[u8],
+        (generation, envelope): (&str, &[u8]),
         token: &str,
+        trail: &WriteTrail,
     ) -> redis::ScriptInvocation<'static> {
         let mut inv = scripts::PUT_RELEASE.prepare_invoke();
         inv.key(record_key)
@@ -315,6 +315,8 @@ impl Shared {
             .arg(envelope)
             .arg(self.ttl_ms)
             .arg(self.count_replicas())
+            .arg(&trail.id)
+            .arg(&trail.guess)
             .arg(token)
             .arg(self.line_ms);
         inv
@@ -353,14 +355,14 @@ impl Shared {
     pub(crate) fn decode(
         &self,
         id: &str,
-        fields: (Option<String>, Option<Vec<u8>>),
+        (generation, envelope, _): Fields,
     ) -> Result<Option<SurfaceAttachment>, Error> {
         let malformed = |why: &str| {
             store_error(format!(
                 "the stored record of attachment {id} is malformed: {why}"
             ))
         };
-        let (generation, envelope) = match fields {
+        let (generation, envelope) = match (generation, envelope) {
             (None, None) => return Ok(None),
             (Some(g), Some(v)) => (g, v),
             _ => return Err(malformed("its generation or its envelope is missing")),
@@ -391,6 +393,7 @@ impl Shared {
         generation: &str,
         envelope: &[u8],
         fence: Option<(&str, &str)>,
+        trail: &WriteTrail,
     ) -> redis::ScriptInvocation<'static> {
         let mut inv = scripts::PUT.prepare_invoke();
         inv.key(record_key);
@@ -401,7 +404,9 @@ impl Shared {
             .arg(generation)
             .arg(envelope)
             .arg(self.ttl_ms)
-            .arg(self.count_replicas());
+            .arg(self.count_replicas())
+            .arg(&trail.id)
+            .arg(&trail.guess);
         if let Some((_, token)) = fence {
             inv.arg(token);
         }
@@ -539,12 +544,14 @@ impl Shared {
         let (generation, envelope) = self.encode(record)?;
         let key = self.record_key(record.id());
         let lock_key = fence.map(|g| (self.lock_key(g.id()), g.token()));
+        let trail = WriteTrail::new(fence)?;
         let inv = self.put_invocation(
             &key,
             expected,
             &generation,
             &envelope,
             lock_key.as_ref().map(|(k, t)| (k.as_str(), *t)),
+            &trail,
         );
         let (reply, acked) = self.retrying("put script", |c| {
             let reply: PutReply = inv.invoke(c.like())?;
@@ -578,7 +585,7 @@ impl Shared {
                 }
                 _ => None,
             };
-            Ok((attempt, (reply.3, reply.4), acked))
+            Ok((attempt, (reply.3, reply.4, reply.5), acked))
         })?;
         match acked {
             Some((asked, got)) if got < asked => {
@@ -603,13 +610,14 @@ impl Shared {
         let (generation, envelope) = self.encode(record)?;
         let key = self.record_key(record.id());
         let lock_key = self.lock_key(guard.id());
+        let trail = WriteTrail::new(Some(guard))?;
         let inv = self.put_release_invocation(
             &key,
             &lock_key,
             expected,
-            &generation,
-            &envelope,
+            (&generation, &envelope),
             guard.token(),
+            &trail,
         );
         let (reply, acked) = self.retrying("put and release script", |c| {
             let reply: PutReleaseReply = inv.invoke(c.like())?;
@@ -672,6 +680,39 @@ pub(crate) fn lock_unconfirmed(key: &str, asked: i64, got: i64) -> Error {
 /// A fresh lock token for a lease of `lease_ms`: 16 random bytes, hex,
 /// then `.` and the lease in milliseconds, so a waiter can tell from the
 /// lock alone whether its holder still renews it.
+/// A write's id and the trail it expects to leave (see the scripts'
+/// `record_fns`): the id is chosen once per write, so the write's retries
+/// carry it and a retry finds its own write applied.
+pub(crate) struct WriteTrail {
+    pub(crate) id: String,
+    pub(crate) guess: String,
+}
+
+/// How many write ids a record's trail keeps.
+const TRAIL_LEN: usize = 8;
+
+impl WriteTrail {
+    /// A new write's id, and as its guess the id followed by the trail
+    /// `guard`'s lock loaded (right whenever nothing was written since).
+    pub(crate) fn new(guard: Option<&LockGuard>) -> Result<Self, Error> {
+        let mut b = [0u8; 6];
+        getrandom::fill(&mut b)
+            .map_err(|_| store_error("the operating system's random generator failed"))?;
+        let id = human_plus_core::hex(&b);
+        let loaded = guard.map(LockGuard::noted).unwrap_or_default();
+        let mut guess = id.clone();
+        for w in loaded
+            .split(',')
+            .filter(|w| !w.is_empty())
+            .take(TRAIL_LEN - 1)
+        {
+            guess.push(',');
+            guess.push_str(w);
+        }
+        Ok(WriteTrail { id, guess })
+    }
+}
+
 pub(crate) fn lock_token(lease_ms: u64) -> Result<String, Error> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b)
