@@ -348,6 +348,33 @@ impl KeptFloor {
         Ok(took)
     }
 
+    /// One `tools/call` of `tool` with `args`, pinned to the revision the
+    /// last reply carried (a write moves it: each reply's revision is kept
+    /// for the next call); returns its latency.
+    ///
+    /// # Errors
+    /// As the exchange.
+    pub async fn call_tool(&mut self, tool: &str, args: Value) -> Result<Duration, FloorError> {
+        let params = if self.revision.is_empty() {
+            json!({"name": tool, "arguments": args})
+        } else {
+            json!({"name": tool, "arguments": args, "_meta": {"revision": self.revision}})
+        };
+        let start = Instant::now();
+        let reply = self.exchange("tools/call", Some(&params)).await?;
+        let took = start.elapsed();
+        if let Some(revision) = revision_in(&reply) {
+            self.revision = revision;
+        }
+        Ok(took)
+    }
+
+    /// Forgets the revision calls are pinned to (the page moved on under
+    /// another client's writes): the next call goes unpinned.
+    pub fn forget_revision(&mut self) {
+        self.revision.clear();
+    }
+
     /// What a Human+ cold `call` does on the wire, minus Human+ and with
     /// everything kept: a `tools/list` exchange, then the pinned
     /// `tools/call`. Returns the two exchanges' latencies.

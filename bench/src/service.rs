@@ -68,6 +68,13 @@ pub struct ServiceOpts {
     /// At most this many conversations called at once (default: all), as
     /// a service's own request concurrency bounds them.
     pub concurrency: usize,
+    /// Every measured call a pinned write (`sheet_set_cell`) instead of a
+    /// read: the store's write path (the record put back with the lock).
+    /// Needs one conversation per page (each conversation's writes move
+    /// its page's revision). Before each window, every conversation reads
+    /// once, unmeasured, so its first write is pinned to what the other
+    /// rows' writes left.
+    pub write: bool,
     /// After how many conversations (each attached and called once on
     /// each replica) to sample the replicas' heap and the kept legs open
     /// at the relay, in the set-up, before the windows; the last step is
@@ -260,7 +267,11 @@ pub fn run(opts: &ServiceOpts) -> String {
     let egress = human_plus_core::EgressPolicy::new(["127.0.0.1"])
         .allow_ports([port])
         .allow_unverified_egress(true);
-    let trust = TrustPolicy::allowing([TOOL], human_plus_core::NO_PINS);
+    assert!(
+        !opts.write || opts.conversations <= opts.pages,
+        "--write needs one conversation per page at most"
+    );
+    let trust = TrustPolicy::allowing([TOOL, WRITE_TOOL], human_plus_core::NO_PINS);
     let defaults = ManagerConfig::new(egress, trust)
         .transport(TransportConfig::default().receive_leg(opts.leg.receive_leg()));
     let mut cold_config = defaults.clone();
@@ -350,6 +361,19 @@ pub fn run(opts: &ServiceOpts) -> String {
     let mut rows: [Row; 4] = Default::default();
     for _ in 0..opts.rounds {
         for (r, row) in rows.iter_mut().enumerate() {
+            if opts.write {
+                // The other rows' writes moved the pages' revisions: each
+                // conversation reads once, unmeasured and uncounted.
+                match r {
+                    0 => refresh_window(&kept_rt, &kept, &ids[0]),
+                    1 => refresh_window(&cold_rt, &cold, &ids[1]),
+                    2 => floors
+                        .iter_mut()
+                        .flatten()
+                        .for_each(KeptFloor::forget_revision),
+                    _ => {}
+                }
+            }
             let before = page_counts(&pages);
             let redis_before = redis.stats().unwrap_or_default();
             let (samples, errors) = match r {
@@ -366,9 +390,10 @@ pub fn run(opts: &ServiceOpts) -> String {
                         opts.calls,
                         opts.sticky,
                         opts.concurrency,
+                        opts.write,
                     )
                 }
-                2 => floor_window(&floor_rt, &mut floors, opts.calls),
+                2 => floor_window(&floor_rt, &mut floors, opts.calls, opts.write),
                 _ => store_window(&kept_rt, &kept, &ids[0], opts.calls, opts.concurrency),
             };
             let redis_after = redis.stats().unwrap_or_default();
@@ -507,6 +532,34 @@ pub fn run(opts: &ServiceOpts) -> String {
     out
 }
 
+/// The write `--write` calls.
+const WRITE_TOOL: &str = "sheet_set_cell";
+
+/// The `k`th call of a conversation's window: the read, or a write of a
+/// value of its own (a page applies it, and its revision moves).
+fn call_of(write: bool, k: usize) -> (&'static str, serde_json::Value) {
+    if write {
+        (
+            WRITE_TOOL,
+            serde_json::json!({"address": "C3", "value": format!("w{k}")}),
+        )
+    } else {
+        (TOOL, tool_args())
+    }
+}
+
+/// Every conversation reads once on its first replica, unmeasured: its
+/// record takes the revision the other rows' writes left on its page.
+fn refresh_window(rt: &Part, pair: &[Replica; 2], ids: &[String]) {
+    rt.block_on(async {
+        for id in ids {
+            if let Err(e) = pair[0].call(OWNER, id, TOOL, tool_args()).await {
+                eprintln!("service refresh: {}", e.code());
+            }
+        }
+    });
+}
+
 /// One window of the managers: every conversation's `calls` calls back to
 /// back, all conversations at once, alternating replicas.
 fn managers_window(
@@ -516,6 +569,7 @@ fn managers_window(
     calls: usize,
     sticky: bool,
     concurrency: usize,
+    write: bool,
 ) -> (Vec<Duration>, usize) {
     rt.block_on(async {
         let mut tasks = Vec::new();
@@ -533,7 +587,8 @@ fn managers_window(
                 for k in 0..calls {
                     let replica = &pair[if sticky { i % 2 } else { (i + k) % 2 }];
                     let start = Instant::now();
-                    match replica.call(OWNER, &id, TOOL, tool_args()).await {
+                    let (tool, args) = call_of(write, k);
+                    match replica.call(OWNER, &id, tool, args).await {
                         Ok(_) => samples.push(start.elapsed()),
                         Err(e) => {
                             errors += 1;
@@ -614,6 +669,7 @@ fn floor_window(
     rt: &Part,
     floors: &mut Vec<Option<KeptFloor>>,
     calls: usize,
+    write: bool,
 ) -> (Vec<Duration>, usize) {
     rt.block_on(async {
         let mut tasks = Vec::new();
@@ -624,8 +680,14 @@ fn floor_window(
             tasks.push(tokio::spawn(async move {
                 let mut samples = Vec::with_capacity(calls);
                 let mut errors = 0;
-                for _ in 0..calls {
-                    match floor.call().await {
+                for k in 0..calls {
+                    let done = if write {
+                        let (tool, args) = call_of(true, k);
+                        floor.call_tool(tool, args).await
+                    } else {
+                        floor.call().await
+                    };
+                    match done {
                         Ok(took) => samples.push(took),
                         Err(e) => {
                             errors += 1;

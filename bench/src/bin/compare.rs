@@ -52,7 +52,8 @@
 //! keeping one leg per page; `--poll` for the long-poll leg;
 //! `--conversations N` (default: one per page) spreads more conversations
 //! over the pages, and `--kept-legs N` sets the replicas' bound;
-//! `--sticky` calls each conversation on one replica only;
+//! `--sticky` calls each conversation on one replica only; `--write`
+//! makes every measured call a pinned write (one conversation per page);
 //! `--concurrency N` calls at most N conversations at once. A fourth row
 //! times the store alone (a warm read's lock with its record, then the
 //! release). It also prints the heap each row's replicas hold (counted by
@@ -221,6 +222,7 @@ fn main() {
                     LegKind::Sse
                 },
                 sticky: args.iter().any(|a| a == "--sticky"),
+                write: args.iter().any(|a| a == "--write"),
                 concurrency: flag("--concurrency", usize::MAX),
                 memory_steps: args
                     .iter()
