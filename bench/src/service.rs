@@ -560,6 +560,40 @@ fn refresh_window(rt: &Part, pair: &[Replica; 2], ids: &[String]) {
     });
 }
 
+/// Every conversation at once (at most `concurrency` at a time), each
+/// running `calls_of(i, id)` on a task of its own: their latencies and
+/// errors, gathered.
+async fn every_conversation<F, Fut>(
+    ids: &[String],
+    concurrency: usize,
+    calls_of: F,
+) -> (Vec<Duration>, usize)
+where
+    F: Fn(usize, String) -> Fut,
+    Fut: std::future::Future<Output = (Vec<Duration>, usize)> + Send + 'static,
+{
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
+        concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+    ));
+    let mut tasks = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let permits = std::sync::Arc::clone(&permits);
+        let calls = calls_of(i, id.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            calls.await
+        }));
+    }
+    let mut all = (Vec::new(), 0);
+    for t in tasks {
+        if let Ok((s, e)) = t.await {
+            all.0.extend(s);
+            all.1 += e;
+        }
+    }
+    all
+}
+
 /// One window of the managers: every conversation's `calls` calls back to
 /// back, all conversations at once, alternating replicas.
 fn managers_window(
@@ -571,43 +605,26 @@ fn managers_window(
     concurrency: usize,
     write: bool,
 ) -> (Vec<Duration>, usize) {
-    rt.block_on(async {
-        let mut tasks = Vec::new();
-        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
-            concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
-        ));
-        for (i, id) in ids.iter().enumerate() {
-            let pair = [pair[0].clone(), pair[1].clone()];
-            let id = id.clone();
-            let permits = std::sync::Arc::clone(&permits);
-            tasks.push(tokio::spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                let mut samples = Vec::with_capacity(calls);
-                let mut errors = 0;
-                for k in 0..calls {
-                    let replica = &pair[if sticky { i % 2 } else { (i + k) % 2 }];
-                    let start = Instant::now();
-                    let (tool, args) = call_of(write, k);
-                    match replica.call(OWNER, &id, tool, args).await {
-                        Ok(_) => samples.push(start.elapsed()),
-                        Err(e) => {
-                            errors += 1;
-                            eprintln!("service: {}", e.code());
-                        }
+    rt.block_on(every_conversation(ids, concurrency, |i, id| {
+        let pair = [pair[0].clone(), pair[1].clone()];
+        async move {
+            let mut samples = Vec::with_capacity(calls);
+            let mut errors = 0;
+            for k in 0..calls {
+                let replica = &pair[if sticky { i % 2 } else { (i + k) % 2 }];
+                let start = Instant::now();
+                let (tool, args) = call_of(write, k);
+                match replica.call(OWNER, &id, tool, args).await {
+                    Ok(_) => samples.push(start.elapsed()),
+                    Err(e) => {
+                        errors += 1;
+                        eprintln!("service: {}", e.code());
                     }
                 }
-                (samples, errors)
-            }));
-        }
-        let mut all = (Vec::new(), 0);
-        for t in tasks {
-            if let Ok((s, e)) = t.await {
-                all.0.extend(s);
-                all.1 += e;
             }
+            (samples, errors)
         }
-        all
-    })
+    }))
 }
 
 /// One window of the store alone: each conversation's `calls` warm reads' store work
@@ -621,47 +638,30 @@ fn store_window(
     concurrency: usize,
 ) -> (Vec<Duration>, usize) {
     use human_plus_tokio::AsyncAttachmentStore;
-    rt.block_on(async {
-        let mut tasks = Vec::new();
-        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(
-            concurrency.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
-        ));
-        for (i, id) in ids.iter().enumerate() {
-            let pair = [pair[0].clone(), pair[1].clone()];
-            let id = id.clone();
-            let permits = std::sync::Arc::clone(&permits);
-            tasks.push(tokio::spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                let mut samples = Vec::with_capacity(calls);
-                let mut errors = 0;
-                for k in 0..calls {
-                    let store = pair[(i + k) % 2].store();
-                    let start = Instant::now();
-                    let lease = human_plus_tokio::DEFAULT_LEASE;
-                    let wait = human_plus_tokio::DEFAULT_LOCK_WAIT;
-                    match store.lock_and_get(&id, lease, wait).await {
-                        Ok((guard, _)) => {
-                            let _ = store.release(&guard).await;
-                            samples.push(start.elapsed());
-                        }
-                        Err(e) => {
-                            errors += 1;
-                            eprintln!("store: {}", e.code());
-                        }
+    rt.block_on(every_conversation(ids, concurrency, |i, id| {
+        let pair = [pair[0].clone(), pair[1].clone()];
+        async move {
+            let mut samples = Vec::with_capacity(calls);
+            let mut errors = 0;
+            for k in 0..calls {
+                let store = pair[(i + k) % 2].store();
+                let start = Instant::now();
+                let lease = human_plus_tokio::DEFAULT_LEASE;
+                let wait = human_plus_tokio::DEFAULT_LOCK_WAIT;
+                match store.lock_and_get(&id, lease, wait).await {
+                    Ok((guard, _)) => {
+                        let _ = store.release(&guard).await;
+                        samples.push(start.elapsed());
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        eprintln!("store: {}", e.code());
                     }
                 }
-                (samples, errors)
-            }));
-        }
-        let mut all = (Vec::new(), 0);
-        for t in tasks {
-            if let Ok((s, e)) = t.await {
-                all.0.extend(s);
-                all.1 += e;
             }
+            (samples, errors)
         }
-        all
-    })
+    }))
 }
 
 /// One window of the bare clients.

@@ -326,6 +326,35 @@ impl AsyncRedisAttachmentStore {
         }
     }
 
+    /// Runs a write script (retried as every operation is) and, when it
+    /// wrote (`status_and_replicas` of its reply says status 1), `WAIT`s
+    /// for as many of the replicas it reported as are asked for: the reply,
+    /// and `(asked, acknowledged)` when it waited.
+    async fn write_acked<R>(
+        &self,
+        op: &str,
+        inv: &redis::ScriptInvocation<'static>,
+        key: &str,
+        status_and_replicas: fn(&R) -> (i64, i64),
+    ) -> Result<(R, Option<(i64, i64)>), Error>
+    where
+        R: redis::FromRedisValue + Send,
+    {
+        let shared = &self.shared;
+        self.retrying(op, |mut conn| async move {
+            let reply: R = inv.invoke_async(&mut conn).await?;
+            let acked = match status_and_replicas(&reply) {
+                (1, replicas) => match shared.wait_for(replicas) {
+                    Some((n, ms)) => Some((n, conn.wait_replicas(key, n, ms).await?)),
+                    None => None,
+                },
+                _ => None,
+            };
+            Ok((reply, acked))
+        })
+        .await
+    }
+
     async fn put_async(
         &self,
         record: &SurfaceAttachment,
@@ -347,21 +376,8 @@ impl AsyncRedisAttachmentStore {
             lock_key.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
             &trail,
         );
-        let shared = &self.shared;
         let (reply, acked) = self
-            .retrying("put script", |mut conn| {
-                let (inv, key) = (&inv, &key);
-                async move {
-                    let reply: PutReply = inv.invoke_async(&mut conn).await?;
-                    let acked = match shared.wait_for(reply.2) {
-                        Some((n, ms)) if reply.0 == 1 => {
-                            Some((n, conn.wait_replicas(key, n, ms).await?))
-                        }
-                        _ => None,
-                    };
-                    Ok((reply, acked))
-                }
-            })
+            .write_acked("put script", &inv, &key, |r: &PutReply| (r.0, r.2))
             .await?;
         Shared::put_outcome(record.id(), expected, &reply, acked)
     }
@@ -598,21 +614,13 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
             guard.token(),
             &trail,
         );
-        let shared = &self.shared;
         let (reply, acked) = self
-            .retrying("put and release script", |mut conn| {
-                let (inv, key) = (&inv, &key);
-                async move {
-                    let reply: PutReleaseReply = inv.invoke_async(&mut conn).await?;
-                    let acked = match shared.wait_for(reply.2) {
-                        Some((n, ms)) if reply.0 == 1 => {
-                            Some((n, conn.wait_replicas(key, n, ms).await?))
-                        }
-                        _ => None,
-                    };
-                    Ok((reply, acked))
-                }
-            })
+            .write_acked(
+                "put and release script",
+                &inv,
+                &key,
+                |r: &PutReleaseReply| (r.0, r.2),
+            )
             .await?;
         guard.disarm();
         if reply.3 == 1 {

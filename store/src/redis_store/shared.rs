@@ -522,6 +522,30 @@ impl Shared {
         }
     }
 
+    /// Runs a write script (retried as every operation is) and, when it
+    /// wrote (`status_and_replicas` of its reply says status 1), `WAIT`s
+    /// for as many of the replicas it reported as are asked for: the reply,
+    /// and `(asked, acknowledged)` when it waited.
+    fn write_acked<R: redis::FromRedisValue>(
+        &self,
+        op: &str,
+        inv: &redis::ScriptInvocation<'static>,
+        key: &str,
+        status_and_replicas: fn(&R) -> (i64, i64),
+    ) -> Result<(R, Option<(i64, i64)>), Error> {
+        self.retrying(op, |c| {
+            let reply: R = inv.invoke(c.like())?;
+            let acked = match status_and_replicas(&reply) {
+                (1, replicas) => match self.wait_for(replicas) {
+                    Some((n, ms)) => Some((n, c.wait_replicas(key, n, ms)?)),
+                    None => None,
+                },
+                _ => None,
+            };
+            Ok((reply, acked))
+        })
+    }
+
     pub(crate) fn get_blocking(&self, id: &str) -> Result<Option<SurfaceAttachment>, Error> {
         if id.starts_with(RESERVED_ID_PREFIX) {
             return Ok(None);
@@ -553,14 +577,8 @@ impl Shared {
             lock_key.as_ref().map(|(k, t)| (k.as_str(), *t)),
             &trail,
         );
-        let (reply, acked) = self.retrying("put script", |c| {
-            let reply: PutReply = inv.invoke(c.like())?;
-            let acked = match self.wait_for(reply.2) {
-                Some((n, ms)) if reply.0 == 1 => Some((n, c.wait_replicas(&key, n, ms)?)),
-                _ => None,
-            };
-            Ok((reply, acked))
-        })?;
+        let (reply, acked) =
+            self.write_acked("put script", &inv, &key, |r: &PutReply| (r.0, r.2))?;
         Shared::put_outcome(record.id(), expected, &reply, acked)
     }
 
@@ -619,14 +637,12 @@ impl Shared {
             guard.token(),
             &trail,
         );
-        let (reply, acked) = self.retrying("put and release script", |c| {
-            let reply: PutReleaseReply = inv.invoke(c.like())?;
-            let acked = match self.wait_for(reply.2) {
-                Some((n, ms)) if reply.0 == 1 => Some((n, c.wait_replicas(&key, n, ms)?)),
-                _ => None,
-            };
-            Ok((reply, acked))
-        })?;
+        let (reply, acked) = self.write_acked(
+            "put and release script",
+            &inv,
+            &key,
+            |r: &PutReleaseReply| (r.0, r.2),
+        )?;
         guard.disarm();
         if reply.3 == 1 {
             wake::released(&lock_key);
