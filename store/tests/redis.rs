@@ -1247,6 +1247,8 @@ enum Step {
     Expire,
     /// An attach writes the record without the lock.
     Attach,
+    /// Worker `w` renews its lock for a longer lease than it took.
+    Renew(usize),
 }
 
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
@@ -1257,6 +1259,7 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         2 => (0..3usize).prop_map(Step::Release),
         1 => Just(Step::Expire),
         1 => Just(Step::Attach),
+        1 => (0..3usize).prop_map(Step::Renew),
     ]
 }
 
@@ -1294,6 +1297,7 @@ fn the_lock_and_the_fence_follow_a_model_over_seeded_histories() {
         let mut workers: Vec<ModelWorker> = (0..3).map(|_| ModelWorker::default()).collect();
         // The model: who holds the lock, the record's generation.
         let mut holder: Option<usize> = None;
+        let mut lease_ms = 0i64;
         let mut generation = 0u64;
         let mut n = 0;
         for s in steps {
@@ -1310,6 +1314,7 @@ fn the_lock_and_the_fence_follow_a_model_over_seeded_histories() {
                             prop_assert_eq!(loaded.generation(), generation);
                             prop_assert_eq!(&loaded, &record);
                             holder = Some(w);
+                            lease_ms = 30_000;
                             workers[w] = ModelWorker {
                                 guard: Some(g),
                                 loaded: generation,
@@ -1390,6 +1395,16 @@ fn the_lock_and_the_fence_follow_a_model_over_seeded_histories() {
                         .unwrap();
                     holder = None;
                 }
+                Step::Renew(w) => {
+                    let Some(g) = workers[w].guard.as_ref() else {
+                        continue;
+                    };
+                    let renewed = stores[w].renew(g, Duration::from_secs(60)).unwrap();
+                    prop_assert_eq!(renewed, holder == Some(w));
+                    if renewed {
+                        lease_ms = 60_000;
+                    }
+                }
                 Step::Attach => {
                     let mut next = record.clone();
                     revise(&mut next, &format!("a{n}"));
@@ -1411,8 +1426,12 @@ fn the_lock_and_the_fence_follow_a_model_over_seeded_histories() {
                 (Some(w), Some(v)) => {
                     let token = workers[w].guard.as_ref().unwrap().token().to_owned();
                     prop_assert!(v == &token || *v == format!("{token}|"), "step {n}: {v}");
+                    // Never shortened (a late release left it as it was).
                     let left = scope.pttl(&lock_key);
-                    prop_assert!(left > 0 && left <= 30_000, "step {n}: lease left {left}");
+                    prop_assert!(
+                        left > lease_ms - 5_000 && left <= lease_ms,
+                        "step {n}: lease left {left} of {lease_ms}"
+                    );
                 }
                 (h, v) => {
                     return Err(TestCaseError::fail(format!(

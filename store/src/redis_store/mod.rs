@@ -48,7 +48,7 @@
 //! reads it. Earlier builds stored it as a hash (`g` and `v` fields): such
 //! a record is still read (one `HMGET` more) and is written over as a
 //! string by its next write, so an upgrade needs no migration. This needs
-//! Redis 6.2 or later (`SET … GET`, `GETDEL`).
+//! Redis 6.2 or later (`SET … PX … GET`).
 //! An attachment id starting with `lock:` is refused by `put` (in the
 //! plain layout its record key would be another attachment's lock key).
 //!
@@ -80,10 +80,10 @@
 //!   manager calls) reads the record's `g` and `v` in the same script once
 //!   the lock is taken, and `put_and_release` writes the record as `put`
 //!   does and gives the lock back in one script: a warm call is two round
-//!   trips, a read five commands counting the scripts' own (`EVALSHA`,
-//!   `SET`, `GET`; `EVALSHA`, `GETDEL`), a write six (the second script's
-//!   `SET … PX … GET` added: the record, its TTL and its fence in one
-//!   command; a refused write puts back what it found). An attempt that finds the
+//!   trips, a read six commands counting the scripts' own (`EVALSHA`,
+//!   `SET`, `GET`; `EVALSHA`, `GET`, `DEL`), a write seven (the second
+//!   script's `SET … PX … GET` added: the record, its TTL and its fence in
+//!   one command; a refused write puts back what it found). An attempt that finds the
 //!   lock held learns the holder's lease left (`PTTL`). Waiting is cheap:
 //!   a release made by any store of this process wakes that lock's
 //!   waiters in this process at once (workers of one process hand a lock
@@ -114,10 +114,7 @@
 //!   conversations within one lease; nothing else renews a lease.
 //! * Release is a Lua compare-and-delete: the key is deleted only while it
 //!   still holds the releasing guard's token, so a holder whose lease ran
-//!   out never frees its successor's lock. It is one `GETDEL`: a lock found
-//!   to be another's is put back in the same atomic step, with the lease
-//!   its token names (a lease left is never more than that, so no holder's
-//!   lock is shortened; a dead holder's may last one lease longer). A worker that dies without
+//!   out never frees its successor's lock, nor touches its lease. A worker that dies without
 //!   releasing holds the lock only until its lease ends; a release that
 //!   fails (the server is failing over) is retried in the background
 //!   until it succeeds or [`RedisConfig::failover_wait`] has passed.

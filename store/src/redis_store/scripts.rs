@@ -50,43 +50,30 @@ end
 /// promise to `token`) is deleted; a lock a waiter is next in line for
 /// (flagged `|`) is promised to that waiter instead (`>` and its token,
 /// for `line_ms`), when its place `next` is still kept. Returns 1 when
-/// given back, 0 when the key was not the caller's.
-///
-/// The usual case is one command, `GETDEL` (issue 43: a compare-and-delete
-/// without a second look). A key found holding something else, a
-/// successor's lock after the caller's lease ran out, is put back at once,
-/// in the same atomic step, nobody seeing it gone: with the lease its
-/// token names (a promise, or a place in line (`next` is nil), for
-/// `line_ms`; a value naming no lease for the caller's own lease). A
-/// holder's lease left is never more than the lease it names (taken and
-/// renewed as `PX` of it), so the lock is never shortened: at worst a
-/// holder that died keeps it one lease longer than it would have.
+/// given back, 0 when the key was not the caller's (left exactly as it
+/// was, its lease untouched). The usual case is two commands: `GET`,
+/// `DEL`. (A `GETDEL` that puts back a lock found to be another's cannot
+/// put back its lease left: the lease its token names may be shorter than
+/// the one a renewal gave it. Redis has no compare-and-delete before 8.4.)
 macro_rules! release_fn {
     () => {
         r"
 local function release(lock, next, token, line_ms)
-  local held = redis.call('GETDEL', lock)
-  if not held then
+  local held = redis.call('GET', lock)
+  if held == token or held == '>' .. token then
+    redis.call('DEL', lock)
+    return 1
+  end
+  if held ~= token .. '|' then
     return 0
   end
-  if held == token or held == '>' .. token then
-    return 1
+  local waiter = next and redis.call('GET', next)
+  if waiter then
+    redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
+  else
+    redis.call('DEL', lock)
   end
-  if held == token .. '|' then
-    local waiter = next and redis.call('GET', next)
-    if waiter then
-      redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
-    end
-    return 1
-  end
-  local keep = lease_of(held)
-  if not next or string.sub(held, 1, 1) == '>' then
-    keep = line_ms
-  elseif keep < 1 then
-    keep = lease_of(token)
-  end
-  redis.call('SET', lock, held, 'PX', keep)
-  return 0
+  return 1
 end
 "
     };
@@ -352,7 +339,7 @@ return 0
 /// holds that token (a holder whose lease expired never frees its
 /// successor's lock): a lock a waiter is next in line for is promised to
 /// it. Returns 1 when given back, 0 otherwise (a replay finds it gone).
-/// The usual case is one command: `GETDEL`.
+/// The usual case is two commands: `GET`, `DEL`.
 pub(crate) const RELEASE_SRC: &str = concat!(
     lock_fns!(),
     release_fn!(),
@@ -377,7 +364,7 @@ return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 /// given back, 0 when it was not the caller's any more. A record key
 /// holding something else than a record is an error (nothing written,
 /// nothing given back: the guard's drop gives the lock back). The usual
-/// case is two commands: `SET … GET` and `GETDEL`.
+/// case is three commands: `SET … GET`, then the release's `GET` and `DEL`.
 pub(crate) const PUT_RELEASE_SRC: &str = concat!(
     replicas_fn!(),
     lock_fns!(),
