@@ -27,7 +27,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `human-plus:<id>` | string | `<generation>:<trail>:<sealed envelope>`: the record's generation in decimal; the ids of its last writes (up to 8, newest first, comma-separated, 12 hex digits each); the envelope's bytes; with a `PX` TTL |
+//! | `human-plus:<id>` | string | `<generation>:<trail>:<sealed envelope>`: the record's generation in decimal; the ids of its last writes (up to 64, newest first, comma-separated, 12 hex digits each); the envelope's bytes; with a `PX` TTL |
 //! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`, followed by `\|` once a waiter is next in line), with a `PX` lease; or `>` and the token of the waiter it was given back to, for as long as a place in line is kept |
 //! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
 //!
@@ -71,7 +71,7 @@
 //!   is). A mismatch is [`Error::StoreConflict`] with the generation found;
 //!   the record is left as it was (its TTL re-set). Each write has an id
 //!   of its own, chosen once and kept across its retries, and the record
-//!   keeps the ids of its last eight writes: a write sent again after its
+//!   keeps the ids of its last 64 writes: a write sent again after its
 //!   answer was lost (a failover, a timeout) finds its id there and answers
 //!   "written" instead of a conflict, even when other workers wrote on top
 //!   of it meanwhile, so a retried write is applied once and reported once.

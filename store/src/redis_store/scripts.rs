@@ -82,7 +82,7 @@ end
 /// The Lua helpers that read and write a record: one string,
 /// `<generation>:<trail>:<sealed envelope>`, with a `PX` TTL (issue 43:
 /// the generation, the envelope and the TTL in one `SET`, read back by one
-/// `GET`). The trail is the ids of the last writes (at most 8, the newest
+/// `GET`). The trail is the ids of the last writes (at most 64, the newest
 /// first, comma-separated, each 12 hex digits, chosen at random by the
 /// writer once per write and kept across its retries): a write retried
 /// after its answer was lost (a failover, a timeout) finds its id there
@@ -130,7 +130,7 @@ local function next_trail(id, trail)
   local out = id
   local n = 1
   for w in string.gmatch(trail, '[^,]+') do
-    if n == 8 then
+    if n == 64 then
       break
     end
     out = out .. ',' .. w

@@ -705,7 +705,7 @@ pub(crate) struct WriteTrail {
 }
 
 /// How many write ids a record's trail keeps.
-const TRAIL_LEN: usize = 8;
+const TRAIL_LEN: usize = 64;
 
 impl WriteTrail {
     /// A new write's id, and as its guess the id followed by the trail
