@@ -1106,7 +1106,10 @@ fn a_primary_stopped_during_pinned_writes_fails_over_with_nothing_lost_or_applie
                             report.failed.push((
                                 value,
                                 e.code().to_owned(),
-                                e.to_string(),
+                                // The words, and the generations of a
+                                // conflict behind them (for a failure's
+                                // diagnosis).
+                                format!("{e} [{e:?}]"),
                                 Instant::now(),
                             ));
                             // An agent told the surface changed reads it
