@@ -111,6 +111,14 @@ end
 macro_rules! record_fns {
     () => {
         r"
+local function split_record(s)
+  local a = string.find(s, ':', 1, true)
+  local b = a and string.find(s, ':', a + 1, true)
+  if not b or not string.find(string.sub(s, 1, a - 1), '^%d+$') then
+    return nil
+  end
+  return string.sub(s, 1, a - 1), string.sub(s, a + 1, b - 1), b
+end
 local function read_record(key)
   local s = redis.pcall('GET', key)
   if type(s) == 'table' then
@@ -120,23 +128,17 @@ local function read_record(key)
   if not s then
     return false, false, ''
   end
-  local g, trail = string.match(s, '^(%d+):([%x,]*):')
+  local g, trail, at = split_record(s)
   if not g then
     return false, s, ''
   end
-  return g, string.sub(s, #g + #trail + 3), trail
+  return g, string.sub(s, at + 1), trail
 end
 local function next_trail(id, trail)
-  local out = id
-  local n = 1
-  for w in string.gmatch(trail, '[^,]+') do
-    if n == 64 then
-      break
-    end
-    out = out .. ',' .. w
-    n = n + 1
+  if trail == '' then
+    return id
   end
-  return out
+  return id .. ',' .. string.sub(trail, 1, 818)
 end
 local function restore(key, old, ttl)
   if old then
@@ -163,7 +165,7 @@ local function write_record(key, expected, g, v, ttl, id, guess, held)
   end
   local found, trail = '', ''
   if old then
-    found, trail = string.match(old, '^(%d+):([%x,]*):')
+    found, trail = split_record(old)
     if not found then
       redis.call('SET', key, old, 'PX', ttl)
       return redis.error_reply('human-plus: the record key holds no generation')
