@@ -1378,10 +1378,11 @@ fn a_warm_call_costs_two_store_round_trips() {
         );
         assert_eq!(locks, N, "{label}: one lock per call");
         // Issue 43: the load folded into the lock's script, the put into
-        // the release's, the record one string. A read: EVALSHA (SET NX
-        // PX, GET), EVALSHA (GET, DEL); a write: EVALSHA (SET NX PX, GET),
-        // EVALSHA (SET PX GET: the record and its fence; GET, DEL).
-        let most = if write { 7 * N } else { 6 * N };
+        // the release's, the record one string, the release one GETDEL.
+        // A read: EVALSHA (SET NX PX, GET), EVALSHA (GETDEL); a write:
+        // EVALSHA (SET NX PX, GET), EVALSHA (SET PX GET: the record and
+        // its fence; GETDEL).
+        let most = if write { 6 * N } else { 5 * N };
         assert!(total <= most, "{label}: {total} commands for {N} calls");
         assert_eq!(
             after.get("evalsha").copied().unwrap_or(0)

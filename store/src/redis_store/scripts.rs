@@ -28,50 +28,69 @@ end
 }
 
 /// The Lua helpers that read a lock's value. A lock holds its holder's
-/// token (`<random>.<lease ms>`), the same token followed by `|` once a
-/// waiter has taken the place next in line (so the holder's release knows
-/// to hand the lock over without reading the line itself), or `>` and a
+/// token (`<random>.<lease ms>`), followed by `~<lease ms>` once a renewal
+/// gave it another lease than the token names (so the value always names
+/// the lease its holder last asked for), and by `|` once a waiter has
+/// taken the place next in line (so the holder's release knows to hand the
+/// lock over without reading the line itself); or it holds `>` and a
 /// waiter's token: the lock given back and promised to the waiter next in
 /// line, for as long as a place in line is kept.
 macro_rules! lock_fns {
     () => {
         r"
 local function holds(value, token)
-  return value == token or value == token .. '|'
+  if not value or string.sub(value, 1, #token) ~= token then
+    return false
+  end
+  local rest = string.sub(value, #token + 1)
+  return rest == '' or rest == '|' or string.find(rest, '^~%d+|?$') ~= nil
 end
 local function lease_of(value)
-  return tonumber(string.match(value, '%.(%d+)|?$')) or -1
+  local lease = string.match(value, '~(%d+)|?$') or string.match(value, '%.(%d+)|?$')
+  return tonumber(lease) or -1
 end
 "
     };
 }
 
-/// Gives a lock back, or a place in line: `lock` holding `token` (or a
-/// promise to `token`) is deleted; a lock a waiter is next in line for
-/// (flagged `|`) is promised to that waiter instead (`>` and its token,
-/// for `line_ms`), when its place `next` is still kept. Returns 1 when
-/// given back, 0 when the key was not the caller's (left exactly as it
-/// was, its lease untouched). The usual case is two commands: `GET`,
-/// `DEL`. (A `GETDEL` that puts back a lock found to be another's cannot
-/// put back its lease left: the lease its token names may be shorter than
-/// the one a renewal gave it. Redis has no compare-and-delete before 8.4.)
+/// Gives a lock back, or a place in line, in one `GETDEL` as the usual
+/// case: `lock` holding `token` (or a promise to `token`) is deleted; a
+/// lock a waiter is next in line for (flagged `|`) is promised to that
+/// waiter instead (`>` and its token, for `line_ms`), when its place
+/// `next` is still kept. Returns 1 when given back, 0 when the key was not
+/// the caller's: then it is put back at once, in the same atomic step, with
+/// the whole lease its value names (the holder's last lease: its token's,
+/// or its latest renewal's), or `line_ms` for a promise, a place in line
+/// (no `next`) or a value that names none. So a late release never leaves
+/// another's lock with less time than it had; it may leave it with more,
+/// at most one lease (its holder gives it back as usual; a holder that
+/// died holds it that much longer). Redis has no compare-and-delete in one
+/// command before 8.4 (`DELEX … IFEQ`); `GET` then `DEL` would be two on
+/// every release for the sake of a late one.
 macro_rules! release_fn {
     () => {
         r"
 local function release(lock, next, token, line_ms)
-  local held = redis.call('GET', lock)
-  if held == token or held == '>' .. token then
-    redis.call('DEL', lock)
-    return 1
-  end
-  if held ~= token .. '|' then
+  local held = redis.call('GETDEL', lock)
+  if not held then
     return 0
   end
-  local waiter = next and redis.call('GET', next)
-  if waiter then
-    redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
-  else
-    redis.call('DEL', lock)
+  if held == '>' .. token then
+    return 1
+  end
+  if not holds(held, token) then
+    local px = tonumber(line_ms)
+    if next and string.sub(held, 1, 1) ~= '>' and lease_of(held) > 0 then
+      px = lease_of(held)
+    end
+    redis.call('SET', lock, held, 'PX', px)
+    return 0
+  end
+  if string.sub(held, -1) == '|' then
+    local waiter = next and redis.call('GET', next)
+    if waiter then
+      redis.call('SET', lock, '>' .. waiter, 'PX', line_ms)
+    end
   end
   return 1
 end
@@ -262,7 +281,8 @@ return {status, found, -1}
 /// (claimed or renewed now); `{0, left, lease, nil, nil}` when it is held,
 /// or promised to another waiter. `left` is the lock's `PTTL` (for a
 /// promise, the time the promise is kept), `lease` the whole lease the
-/// holder took, read from its token, `-1` when its value does not say.
+/// holder took, read from its value (its token, or its last renewal), `-1`
+/// when its value does not say.
 pub(crate) const ACQUIRE_SRC: &str = concat!(
     replicas_fn!(),
     lock_fns!(),
@@ -322,15 +342,27 @@ return {g, v, trail}
 /// token, `ARGV[2]` the lease in milliseconds from now. Only while the
 /// lock still holds that token (flagged or not): returns 1 when extended,
 /// 0 when the lock is gone or another worker's (a holder whose lease ran
-/// out never extends its successor's). Safe to replay (a replay sets the
-/// same lease again).
+/// out never extends its successor's). The value is written again naming
+/// the new lease (`~<lease ms>` after the token, when the token names
+/// another), its flag kept, so a late release that puts the lock back
+/// (see [`release_fn`]) restores this lease. Safe to replay (a replay sets
+/// the same lease again).
 pub(crate) const RENEW_SRC: &str = concat!(
     lock_fns!(),
     r"
-if holds(redis.call('GET', KEYS[1]), ARGV[1]) then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local held = redis.call('GET', KEYS[1])
+if not holds(held, ARGV[1]) then
+  return 0
 end
-return 0
+local value = ARGV[1]
+if lease_of(ARGV[1]) ~= tonumber(ARGV[2]) then
+  value = value .. '~' .. ARGV[2]
+end
+if string.sub(held, -1) == '|' then
+  value = value .. '|'
+end
+redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+return 1
 "
 );
 
@@ -341,7 +373,7 @@ return 0
 /// holds that token (a holder whose lease expired never frees its
 /// successor's lock): a lock a waiter is next in line for is promised to
 /// it. Returns 1 when given back, 0 otherwise (a replay finds it gone).
-/// The usual case is two commands: `GET`, `DEL`.
+/// The usual case is one command, `GETDEL` (see [`release_fn`]).
 pub(crate) const RELEASE_SRC: &str = concat!(
     lock_fns!(),
     release_fn!(),
@@ -366,7 +398,7 @@ return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 /// given back, 0 when it was not the caller's any more. A record key
 /// holding something else than a record is an error (nothing written,
 /// nothing given back: the guard's drop gives the lock back). The usual
-/// case is three commands: `SET … GET`, then the release's `GET` and `DEL`.
+/// case is two commands: `SET … GET`, then the release's `GETDEL`.
 pub(crate) const PUT_RELEASE_SRC: &str = concat!(
     replicas_fn!(),
     lock_fns!(),
