@@ -171,6 +171,11 @@ pub struct LockGuard {
     /// right one in one command).
     #[cfg_attr(not(feature = "redis"), expect(dead_code))]
     noted: Mutex<String>,
+    /// Until when the lock is surely still this guard's by this process's
+    /// clock (the Redis store: the instant before the attempt that took or
+    /// last renewed it, plus its lease), when the store keeps it.
+    #[cfg_attr(not(feature = "redis"), expect(dead_code))]
+    held_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl LockGuard {
@@ -187,6 +192,7 @@ impl LockGuard {
             token: token.into(),
             release: Mutex::new(Some(Box::new(release))),
             noted: Mutex::new(String::new()),
+            held_until: Mutex::new(None),
         }
     }
 
@@ -194,6 +200,41 @@ impl LockGuard {
     #[cfg(feature = "redis")]
     pub(crate) fn note(&self, what: &str) {
         what.clone_into(&mut self.noted.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Notes that the lock is this guard's until `until` at least (taken
+    /// or renewed by an attempt sent after `until - lease`).
+    #[cfg(feature = "redis")]
+    pub(crate) fn held_until_at_least(&self, until: std::time::Instant) {
+        *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(until);
+    }
+
+    /// Forgets when the lock is surely this guard's: it is being given back
+    /// by another way than the guard's write (a release, a shutdown), or a
+    /// renewal found it gone.
+    #[cfg(feature = "redis")]
+    pub(crate) fn not_surely_held(&self) {
+        *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Whether the lock is surely still this guard's at `now`, with
+    /// `margin` to spare (false when the store never said).
+    #[cfg(feature = "redis")]
+    pub(crate) fn surely_held_at(
+        &self,
+        now: std::time::Instant,
+        margin: std::time::Duration,
+    ) -> bool {
+        self.held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|until| now + margin < until)
     }
 
     /// What the store noted when it took the lock (empty when nothing).

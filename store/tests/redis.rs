@@ -635,11 +635,15 @@ fn the_lock_loads_the_record_and_the_put_gives_the_lock_back() {
     revise(&mut next, "r3");
     two.put_and_release(&current, &next, Some(2)).unwrap();
     drop(current);
-    assert_eq!(
-        scope.keys(),
-        vec![one.record_key(r.id())],
-        "no lock or place left"
-    );
+    // No lock or place left; the late write's refusal noted, for a retry
+    // of it to find (it expires).
+    let refusals = format!("{}#refused", one.lock_key(r.id()));
+    assert!(scope.pttl(&refusals) > 0);
+    let mut expected = vec![one.record_key(r.id()), refusals];
+    expected.sort();
+    let mut left = scope.keys();
+    left.sort();
+    assert_eq!(left, expected, "no lock or place left");
 }
 
 #[test]
@@ -1535,12 +1539,30 @@ fn plain_host_port(target: &Target) -> Option<String> {
 }
 
 /// The failover test's rare case made certain: a worker's write is applied
-/// and its lock given back, its answer is lost, another worker takes the
-/// lock and writes on top, and only then is the first write sent again.
-/// The retry finds its own write in the record's trail and is answered
-/// "written" (it was, once), not "another worker wrote first".
+/// and its lock given back, its answer is lost, other workers take the
+/// lock and write on top, and only then is the first write sent again.
+/// The retry is answered "written" (it was, once), not "another worker
+/// wrote first": with a few writes on top it finds its id in the record's
+/// trail; with more than the trail keeps (70), it finds it was not refused
+/// and its lock is no longer its own, so it gave the lock back itself.
 #[test]
 fn a_write_whose_answer_was_lost_is_answered_written_after_others_wrote_on_top() {
+    lost_answer(1, false);
+    lost_answer(70, false);
+}
+
+/// The other side of the same case: the write whose answer is lost was
+/// refused (a write without the lock moved the record while it was held),
+/// and 70 writes came on top before its retry. The retry is answered the
+/// conflict it was, never "written".
+#[test]
+fn a_refused_write_whose_answer_was_lost_is_still_answered_refused() {
+    lost_answer(70, true);
+}
+
+/// Plays a write whose answer is lost: `on_top` other writes before its
+/// retry; `refused`: a write without the lock moved the record first.
+fn lost_answer(on_top: u64, refused: bool) {
     if !common::available(common::Kind::Plain) {
         return;
     }
@@ -1574,6 +1596,14 @@ fn a_write_whose_answer_was_lost_is_answered_written_after_others_wrote_on_top()
 
     let (guard, loaded) = through.lock_and_get(r.id(), lease, Duration::ZERO).unwrap();
     let mut mine = loaded.unwrap();
+    let mut generation = 1;
+    if refused {
+        // An attach's write, without the lock, while it is held.
+        let mut moved = mine.clone();
+        revise(&mut moved, "moved");
+        direct.put(&moved, Some(1)).unwrap();
+        generation = 2;
+    }
     revise(&mut mine, "mine");
     proxy.swallow(true);
     let writer = {
@@ -1584,29 +1614,55 @@ fn a_write_whose_answer_was_lost_is_answered_written_after_others_wrote_on_top()
             outcome
         })
     };
-    // The write ran and gave the lock back: another worker has it at once,
-    // loads the first write, and writes on top.
-    let (other, seen) = direct
-        .lock_and_get(r.id(), lease, Duration::from_secs(5))
-        .unwrap();
-    let mut theirs = seen.unwrap();
-    assert_eq!(theirs, mine, "the first write was applied");
-    revise(&mut theirs, "theirs");
-    direct.put_and_release(&other, &theirs, Some(2)).unwrap();
-    drop(other);
+    // The write ran (or was refused) and gave the lock back: other workers
+    // have it at once, load what it left, and write on top.
+    let mut last = None;
+    for i in 0..on_top {
+        let (other, seen) = direct
+            .lock_and_get(r.id(), lease, Duration::from_secs(5))
+            .unwrap();
+        let mut theirs = seen.unwrap();
+        if i == 0 && !refused {
+            assert_eq!(theirs, mine, "the first write was applied");
+            generation = 2;
+        }
+        revise(&mut theirs, &format!("theirs{i}"));
+        direct
+            .put_and_release(&other, &theirs, Some(generation))
+            .unwrap();
+        generation += 1;
+        last = Some(theirs);
+    }
     proxy.swallow(false);
 
     let outcome = writer.join().unwrap();
-    assert!(
-        outcome.is_ok(),
-        "the retried write was applied once, and is answered so: {outcome:?}"
-    );
-    assert_eq!(direct.get(r.id()).unwrap().as_ref(), Some(&theirs));
-    assert_eq!(scope.part(&key, "g"), b"3");
+    if refused {
+        match outcome {
+            Err(Error::StoreConflict { expected, found }) => {
+                assert_eq!((expected, found), (Some(1), Some(generation)));
+            }
+            other => panic!("a refused write answered {other:?}"),
+        }
+    } else {
+        assert!(
+            outcome.is_ok(),
+            "the retried write was applied once, and is answered so ({on_top} on top): {outcome:?}"
+        );
+    }
+    assert_eq!(direct.get(r.id()).unwrap(), last);
+    assert_eq!(scope.part(&key, "g"), generation.to_string().into_bytes());
+    // The attach, the warm write, this write or the one that moved the
+    // record first, and those on top.
+    let writes = 3 + on_top;
     assert_eq!(
-        scope.part(&key, "t").split(|b| *b == b',').count(),
-        4,
-        "every write in the trail"
+        scope.part(&key, "t").split(|b| *b == b',').count() as u64,
+        writes.min(64),
+        "every write in the trail, up to the last 64"
     );
-    assert_eq!(scope.keys(), vec![key], "no lock left");
+    // The refusal noted (for its retry), and nothing else: no lock left.
+    let mut left = scope.keys();
+    let noted = left.iter().filter(|k| k.ends_with("#refused")).count();
+    assert_eq!(noted, usize::from(refused), "{left:?}");
+    left.retain(|k| !k.ends_with("#refused"));
+    assert_eq!(left, vec![key], "no lock left");
 }

@@ -17,8 +17,8 @@ use super::keys::RESERVED_ID_PREFIX;
 use super::pause::FailoverPause;
 use super::release::{self, Releases};
 use super::shared::{
-    AcquireReply, Attempt, Attempted, Fields, PutReleaseReply, PutReply, Shared, WriteTrail,
-    lock_token, lock_unconfirmed,
+    AcquireReply, Attempt, Attempted, Fields, PUT_RELEASE_OP, PutReply, Shared, WriteTrail,
+    lock_token, lock_unconfirmed, put_release_status,
 };
 use super::wake;
 use crate::{AsyncAttachmentStore, LockGuard};
@@ -329,11 +329,12 @@ impl AsyncRedisAttachmentStore {
     /// Runs a write script (retried as every operation is) and, when it
     /// wrote (`status_and_replicas` of its reply says status 1), `WAIT`s
     /// for as many of the replicas it reported as are asked for: the reply,
-    /// and `(asked, acknowledged)` when it waited.
+    /// and `(asked, acknowledged)` when it waited. `make` gives each
+    /// attempt's invocation, told whether an attempt was sent before it.
     async fn write_acked<R>(
         &self,
         op: &str,
-        inv: &redis::ScriptInvocation<'static>,
+        make: &(dyn Fn(bool) -> redis::ScriptInvocation<'static> + Sync),
         key: &str,
         status_and_replicas: fn(&R) -> (i64, i64),
     ) -> Result<(R, Option<(i64, i64)>), Error>
@@ -341,16 +342,21 @@ impl AsyncRedisAttachmentStore {
         R: redis::FromRedisValue + Send,
     {
         let shared = &self.shared;
-        self.retrying(op, |mut conn| async move {
-            let reply: R = inv.invoke_async(&mut conn).await?;
-            let acked = match status_and_replicas(&reply) {
-                (1, replicas) => match shared.wait_for(replicas) {
-                    Some((n, ms)) => Some((n, conn.wait_replicas(key, n, ms).await?)),
-                    None => None,
-                },
-                _ => None,
-            };
-            Ok((reply, acked))
+        let mut sent = false;
+        self.retrying(op, |mut conn| {
+            // The invocation of this attempt: `true` once one was sent.
+            let inv = make(std::mem::replace(&mut sent, true));
+            async move {
+                let reply: R = inv.invoke_async(&mut conn).await?;
+                let acked = match status_and_replicas(&reply) {
+                    (1, replicas) => match shared.wait_for(replicas) {
+                        Some((n, ms)) => Some((n, conn.wait_replicas(key, n, ms).await?)),
+                        None => None,
+                    },
+                    _ => None,
+                };
+                Ok((reply, acked))
+            }
         })
         .await
     }
@@ -368,16 +374,18 @@ impl AsyncRedisAttachmentStore {
         let key = self.shared.record_key(record.id());
         let lock_key = fence.map(|g| (self.shared.lock_key(g.id()), g.token().to_owned()));
         let trail = WriteTrail::new(fence)?;
-        let inv = self.shared.put_invocation(
-            &key,
-            expected,
-            &generation,
-            &envelope,
-            lock_key.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
-            &trail,
-        );
+        let make = |_| {
+            self.shared.put_invocation(
+                &key,
+                expected,
+                &generation,
+                &envelope,
+                lock_key.as_ref().map(|(k, t)| (k.as_str(), t.as_str())),
+                &trail,
+            )
+        };
         let (reply, acked) = self
-            .write_acked("put script", &inv, &key, |r: &PutReply| (r.0, r.2))
+            .write_acked("put script", &make, &key, |r: &PutReply| (r.0, r.2))
             .await?;
         Shared::put_outcome(record.id(), expected, &reply, acked)
     }
@@ -481,6 +489,7 @@ impl AsyncRedisAttachmentStore {
             // between the attempt and the sleep still wakes it.
             let listener = freed.listen();
             self.flush_releases().await;
+            let sent = Instant::now();
             let (attempt, fields) = self
                 .acquire(&key, record_key.as_deref(), &token, lease_ms, in_line)
                 .await?;
@@ -497,6 +506,7 @@ impl AsyncRedisAttachmentStore {
                     releases.push_retry(key, release_token, wait);
                 });
                 guard.note(&fields.2);
+                guard.held_until_at_least(sent + lease);
                 return Ok((guard, fields));
             }
             let Some(sleep_for) = attempt.next_wait(&mut backoff, Instant::now(), deadline) else {
@@ -547,6 +557,7 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
     }
 
     async fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
+        let sent = Instant::now();
         let inv = Shared::renew_invocation(
             &self.shared.lock_key(guard.id()),
             guard.token(),
@@ -558,12 +569,20 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
                 async move { inv.invoke_async(&mut conn).await }
             })
             .await?;
+        if renewed == 1 {
+            guard.held_until_at_least(sent + lease);
+        } else {
+            guard.not_surely_held();
+        }
         Ok(renewed == 1)
     }
 
     /// Runs the compare-and-delete now, on the store's connection (the
     /// guard's own release, queued when it is dropped, then finds nothing).
     async fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        // From here a write of this guard's cannot tell its own release
+        // from this one (see the put-and-release script).
+        guard.not_surely_held();
         let key = self.shared.lock_key(guard.id());
         let inv = self.shared.release_invocation(&key, guard.token());
         let deleted: i64 = self
@@ -601,32 +620,12 @@ impl AsyncAttachmentStore for AsyncRedisAttachmentStore {
         record: &SurfaceAttachment,
         expected: Option<u64>,
     ) -> Result<(), Error> {
-        Shared::check_fence(record, guard)?;
-        let (generation, envelope) = self.shared.encode(record)?;
-        let key = self.shared.record_key(record.id());
-        let lock_key = self.shared.lock_key(guard.id());
-        let trail = WriteTrail::new(Some(guard))?;
-        let inv = self.shared.put_release_invocation(
-            &key,
-            &lock_key,
-            expected,
-            (&generation, &envelope),
-            guard.token(),
-            &trail,
-        );
-        let (reply, acked) = self
-            .write_acked(
-                "put and release script",
-                &inv,
-                &key,
-                |r: &PutReleaseReply| (r.0, r.2),
-            )
+        let write = self.shared.put_release(guard, record, expected)?;
+        let make = |retry| write.invocation(&self.shared, guard, retry);
+        let answer = self
+            .write_acked(PUT_RELEASE_OP, &make, &write.key, put_release_status)
             .await?;
-        guard.disarm();
-        if reply.3 == 1 {
-            wake::released(&lock_key);
-        }
-        Shared::put_outcome(record.id(), expected, &(reply.0, reply.1, reply.2), acked)
+        write.answered(guard, answer)
     }
 }
 

@@ -28,13 +28,14 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `human-plus:<id>` | string | `<generation>:<trail>:<sealed envelope>`: the record's generation in decimal; the ids of its last writes (up to 64, newest first, comma-separated, 12 hex digits each); the envelope's bytes; with a `PX` TTL |
-//! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`, followed by `\|` once a waiter is next in line), with a `PX` lease; or `>` and the token of the waiter it was given back to, for as long as a place in line is kept |
+//! | `human-plus:lock:<id>` | string | the holder's token (`<random>.<lease ms>`, followed by `~<lease ms>` once a renewal gave it another lease, and by `\|` once a waiter is next in line), with a `PX` lease; or `>` and the token of the waiter it was given back to, for as long as a place in line is kept |
 //! | `human-plus:lock:<id>#next` | string | the token of the worker next in line for the lock, kept 50 ms + 5 x the longest sleep between attempts unless renewed |
+//! | `human-plus:lock:<id>#refused` | string | the ids of the last writes (up to 16) `put_and_release` refused, kept twice [`RedisConfig::failover_wait`] (at least 10 s): a retry of a write whose answer was lost tells a refusal from a write applied under more writes than the trail keeps (see the scripts) |
 //!
 //! A cluster needs an attachment's record and lock in one hash slot (the
 //! scripts touch both), so it uses [`KeyLayout::HashTagged`]: the id is
-//! wrapped in a hash tag, `human-plus:{<id>}`, `human-plus:lock:{<id>}` and
-//! `human-plus:lock:{<id>}#next`. Every key of one attachment hashes on
+//! wrapped in a hash tag, `human-plus:{<id>}`, `human-plus:lock:{<id>}`,
+//! `human-plus:lock:{<id>}#next` and `human-plus:lock:{<id>}#refused`. Every key of one attachment hashes on
 //! `<id>` alone; different attachments spread over the slots. A single
 //! server can use the tagged layout too (to move to a cluster later without
 //! renaming); a cluster refuses the plain one, and the tagged layout
@@ -75,13 +76,17 @@
 //!   answer was lost (a failover, a timeout) finds its id there and answers
 //!   "written" instead of a conflict, even when other workers wrote on top
 //!   of it meanwhile, so a retried write is applied once and reported once.
+//!   Past 64 writes on top (a failover: the retry waits while the others
+//!   write at once), `put_and_release` tells its own applied write from a
+//!   refusal by the refusals noted under `#refused` and by its lock no
+//!   longer being its own, while its lease cannot have run out.
 //! * `lock` is `SET human-plus:lock:<id> <token> NX PX <lease>` in a Lua
 //!   script, behind a one-place waiting line; `lock_and_get` (what a
 //!   manager calls) reads the record's `g` and `v` in the same script once
 //!   the lock is taken, and `put_and_release` writes the record as `put`
 //!   does and gives the lock back in one script: a warm call is two round
-//!   trips, a read six commands counting the scripts' own (`EVALSHA`,
-//!   `SET`, `GET`; `EVALSHA`, `GET`, `DEL`), a write seven (the second
+//!   trips, a read five commands counting the scripts' own (`EVALSHA`,
+//!   `SET`, `GET`; `EVALSHA`, `GETDEL`), a write six (the second
 //!   script's `SET … PX … GET` added: the record, its TTL and its fence in
 //!   one command; a refused write puts back what it found). An attempt that finds the
 //!   lock held learns the holder's lease left (`PTTL`). Waiting is cheap:
@@ -107,14 +112,20 @@
 //!   deleting it, and an attempt on a free lock is one `SET NX` with no
 //!   look at the line; a lock freed by its lease running out (its holder
 //!   died) goes to whichever attempt comes first.
-//! * `renew` extends the lease (`PEXPIRE`) only while the lock holds the
-//!   guard's token, in one script: a holder whose lease ran out never
-//!   extends its successor's. The manager renews the locks of its running
+//! * `renew` extends the lease only while the lock holds the guard's
+//!   token, in one script: a holder whose lease ran out never extends its
+//!   successor's. The lock's value then names the new lease
+//!   (`<token>~<lease ms>`), so the lock says the lease its holder last
+//!   asked for. The manager renews the locks of its running
 //!   operations at a third of their lease, so a holder that dies frees its
 //!   conversations within one lease; nothing else renews a lease.
-//! * Release is a Lua compare-and-delete: the key is deleted only while it
-//!   still holds the releasing guard's token, so a holder whose lease ran
-//!   out never frees its successor's lock, nor touches its lease. A worker that dies without
+//! * Release is a Lua compare-and-delete: the key is given back only while
+//!   it still holds the releasing guard's token, so a holder whose lease
+//!   ran out never frees its successor's lock. The usual case is one
+//!   `GETDEL`; a value found to be another's is put back in the same
+//!   atomic step with the whole lease it names (its holder's last), so a
+//!   late release never shortens a successor's lease, and lengthens it by
+//!   at most one lease. A worker that dies without
 //!   releasing holds the lock only until its lease ends; a release that
 //!   fails (the server is failing over) is retried in the background
 //!   until it succeeds or [`RedisConfig::failover_wait`] has passed.
@@ -380,14 +391,24 @@ impl AttachmentStore for RedisAttachmentStore {
     }
 
     fn renew(&self, guard: &LockGuard, lease: Duration) -> Result<bool, Error> {
-        self.shared.renew_blocking(
+        let sent = Instant::now();
+        let renewed = self.shared.renew_blocking(
             &self.shared.lock_key(guard.id()),
             guard.token(),
             millis(lease),
-        )
+        )?;
+        if renewed {
+            guard.held_until_at_least(sent + lease);
+        } else {
+            guard.not_surely_held();
+        }
+        Ok(renewed)
     }
 
     fn release(&self, guard: &LockGuard) -> Result<(), Error> {
+        // From here a write of this guard's cannot tell its own release
+        // from this one (see the put-and-release script).
+        guard.not_surely_held();
         self.shared
             .release_blocking(&self.shared.lock_key(guard.id()), guard.token())?;
         // Given back (or no longer this guard's): its drop does nothing.
@@ -443,6 +464,7 @@ impl RedisAttachmentStore {
             // Listening before the attempt: a release in this process
             // between the attempt and the sleep still wakes it.
             let listener = freed.listen();
+            let sent = Instant::now();
             let (attempt, fields) = self.shared.acquire_blocking(
                 &key,
                 record_key.as_deref(),
@@ -464,6 +486,7 @@ impl RedisAttachmentStore {
                     }
                 });
                 guard.note(&fields.2);
+                guard.held_until_at_least(sent + lease);
                 return Ok((guard, fields));
             }
             let Some(sleep) = attempt.next_wait(&mut backoff, Instant::now(), Some(deadline))
@@ -612,6 +635,7 @@ mod tests {
             let (r, l) = (tagged.record_key(id), tagged.lock_key(id));
             assert_eq!(slot(&r), slot(&l), "{id}");
             assert_eq!(slot(&r), slot(&Shared::next_key(&l)), "{id}");
+            assert_eq!(slot(&r), slot(&Shared::refused_key(&l)), "{id}");
         }
         assert_eq!(keys::name("p:", "s_1"), "p:s_1");
         assert!(format!("{tagged:?}").contains("HashTagged"));

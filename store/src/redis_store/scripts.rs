@@ -113,9 +113,12 @@ end
 /// (`false, false, ''` for no record; `false` and the value for a string
 /// with no generation: malformed, as the caller reports).
 ///
-/// `write_record(key, expected, g, v, ttl, id, guess, held)` writes the
-/// record when its generation is `expected` (`''`: no record) and, with
-/// `held`, while `held()` says the lock is the caller's. `guess` is the
+/// `write_record(key, expected, g, v, ttl, id, guess, held, lost)` writes
+/// the record when its generation is `expected` (`''`: no record) and,
+/// with `held`, while `held()` says the lock is the caller's. With `lost`,
+/// a generation mismatch whose id is not in the trail asks `lost(id)`
+/// whether this is a retry of a write applied under more writes than the
+/// trail keeps (see [`PUT_RELEASE_SRC`]): answered 1 when it says so. `guess` is the
 /// trail the writer expects to leave (its id, then the trail it loaded):
 /// right whenever nothing was written since the load, so the usual case
 /// is one command, `SET … PX … GET` (the write and the fence's read
@@ -166,7 +169,7 @@ local function restore(key, old, ttl)
     redis.call('DEL', key)
   end
 end
-local function write_record(key, expected, g, v, ttl, id, guess, held)
+local function write_record(key, expected, g, v, ttl, id, guess, held, lost)
   local old = redis.pcall('SET', key, g .. ':' .. guess .. ':' .. v, 'PX', ttl, 'GET')
   if type(old) == 'table' then
     local found = redis.call('HGET', key, 'g')
@@ -196,6 +199,9 @@ local function write_record(key, expected, g, v, ttl, id, guess, held)
   end
   if found ~= expected then
     restore(key, old, ttl)
+    if lost and lost(id) then
+      return 1, found
+    end
     return 0, found
   end
   if held and not held() then
@@ -390,9 +396,23 @@ return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 /// the write's answer, so a conflict still gives the lock back.
 ///
 /// `KEYS[1]` the record key, `KEYS[2]` the lock key, `KEYS[3]` its
-/// next-in-line key; `ARGV[1]` to `ARGV[7]` as [`PUT_SRC`], `ARGV[8]` the
-/// lock's token, `ARGV[9]` how long a promise to the waiter next in line
-/// is kept, in milliseconds.
+/// next-in-line key, `KEYS[4]` its refusals key; `ARGV[1]` to `ARGV[7]`
+/// as [`PUT_SRC`], `ARGV[8]` the lock's token, `ARGV[9]` how long a
+/// promise to the waiter next in line is kept, in milliseconds, `ARGV[10]`
+/// and `ARGV[11]` as below.
+///
+/// A write retried after its answer was lost, with more writes on top of
+/// it than the trail keeps (a failover, where the retry waits seconds and
+/// the other workers write at once), finds its id in no trail. It is then
+/// told apart from a write that was refused, or never ran, by what only a
+/// refusal or a lock still held leaves: every refusal notes its id in
+/// `KEYS[4]` (the last 16, kept `ARGV[11]` ms); a retry (`ARGV[10]` `'1'`,
+/// sent only while the caller's lease cannot have run out by its own
+/// clock) whose id was not refused and whose lock is no longer its own
+/// gave the lock back on its first run, in the same atomic step that
+/// applied the write: it is answered written. A lock still its own means
+/// the first run never happened here (its write is not here either: a
+/// refusal as usual). Both reads are on this rare path only.
 ///
 /// Returns [`PUT_SRC`]'s reply and a fourth number: 1 when the lock was
 /// given back, 0 when it was not the caller's any more. A record key
@@ -405,7 +425,21 @@ pub(crate) const PUT_RELEASE_SRC: &str = concat!(
     release_fn!(),
     record_fns!(),
     r"
-local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7], nil)
+local function lost(id)
+  local refused = redis.call('GET', KEYS[4]) or ''
+  if string.find(',' .. refused .. ',', ',' .. id .. ',', 1, true) then
+    return false
+  end
+  if ARGV[10] == '1' and not holds(redis.call('GET', KEYS[2]), ARGV[8]) then
+    return true
+  end
+  if refused ~= '' then
+    id = id .. ',' .. string.sub(refused, 1, 194)
+  end
+  redis.call('SET', KEYS[4], id, 'PX', ARGV[11])
+  return false
+end
+local status, found = write_record(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7], nil, lost)
 if type(status) == 'table' then
   return status
 end

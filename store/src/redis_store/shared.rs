@@ -196,6 +196,13 @@ impl Shared {
         format!("{lock_key}#next")
     }
 
+    /// The key of a lock's refusals: the ids of the last writes the
+    /// put-and-release script refused (see its script), kept as long as a
+    /// retry may come.
+    pub(crate) fn refused_key(lock_key: &str) -> String {
+        format!("{lock_key}#refused")
+    }
+
     /// Whether scripts should report the connected replicas (so the
     /// caller knows how many to `WAIT` for).
     pub(super) fn count_replicas(&self) -> &'static str {
@@ -296,20 +303,27 @@ impl Shared {
 
     /// The put-and-release script's invocation: `record` written as the
     /// put script does (no fence on the lock), then `guard`'s lock given
-    /// back.
+    /// back. `retry`: an attempt was sent before this one, so a write
+    /// found under more writes than the trail keeps may be this one's
+    /// (asked of the script only while `guard`'s lease cannot have run out
+    /// by this process's clock, with [`LEASE_MARGIN`] to spare).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn put_release_invocation(
         &self,
         record_key: &str,
         lock_key: &str,
         expected: Option<u64>,
         (generation, envelope): (&str, &[u8]),
-        token: &str,
+        guard: &LockGuard,
         trail: &WriteTrail,
+        retry: bool,
     ) -> redis::ScriptInvocation<'static> {
+        let lost = retry && guard.surely_held_at(Instant::now(), LEASE_MARGIN);
         let mut inv = scripts::PUT_RELEASE.prepare_invoke();
         inv.key(record_key)
             .key(lock_key)
             .key(Shared::next_key(lock_key))
+            .key(Shared::refused_key(lock_key))
             .arg(expected.map(|g| g.to_string()).unwrap_or_default())
             .arg(generation)
             .arg(envelope)
@@ -317,8 +331,10 @@ impl Shared {
             .arg(self.count_replicas())
             .arg(&trail.id)
             .arg(&trail.guess)
-            .arg(token)
-            .arg(self.line_ms);
+            .arg(guard.token())
+            .arg(self.line_ms)
+            .arg(if lost { "1" } else { "0" })
+            .arg(millis(self.failover_wait.max(Duration::from_secs(5)) * 2));
         inv
     }
 
@@ -525,15 +541,19 @@ impl Shared {
     /// Runs a write script (retried as every operation is) and, when it
     /// wrote (`status_and_replicas` of its reply says status 1), `WAIT`s
     /// for as many of the replicas it reported as are asked for: the reply,
-    /// and `(asked, acknowledged)` when it waited.
+    /// and `(asked, acknowledged)` when it waited. `make` gives each
+    /// attempt's invocation, told whether an attempt was sent before it.
     fn write_acked<R: redis::FromRedisValue>(
         &self,
         op: &str,
-        inv: &redis::ScriptInvocation<'static>,
+        make: &dyn Fn(bool) -> redis::ScriptInvocation<'static>,
         key: &str,
         status_and_replicas: fn(&R) -> (i64, i64),
     ) -> Result<(R, Option<(i64, i64)>), Error> {
+        let mut sent = false;
         self.retrying(op, |c| {
+            // The invocation of this attempt: `true` once one was sent.
+            let inv = make(std::mem::replace(&mut sent, true));
             let reply: R = inv.invoke(c.like())?;
             let acked = match status_and_replicas(&reply) {
                 (1, replicas) => match self.wait_for(replicas) {
@@ -569,16 +589,18 @@ impl Shared {
         let key = self.record_key(record.id());
         let lock_key = fence.map(|g| (self.lock_key(g.id()), g.token()));
         let trail = WriteTrail::new(fence)?;
-        let inv = self.put_invocation(
-            &key,
-            expected,
-            &generation,
-            &envelope,
-            lock_key.as_ref().map(|(k, t)| (k.as_str(), *t)),
-            &trail,
-        );
+        let make = |_| {
+            self.put_invocation(
+                &key,
+                expected,
+                &generation,
+                &envelope,
+                lock_key.as_ref().map(|(k, t)| (k.as_str(), *t)),
+                &trail,
+            )
+        };
         let (reply, acked) =
-            self.write_acked("put script", &inv, &key, |r: &PutReply| (r.0, r.2))?;
+            self.write_acked("put script", &make, &key, |r: &PutReply| (r.0, r.2))?;
         Shared::put_outcome(record.id(), expected, &reply, acked)
     }
 
@@ -624,30 +646,31 @@ impl Shared {
         record: &SurfaceAttachment,
         expected: Option<u64>,
     ) -> Result<(), Error> {
+        let write = self.put_release(guard, record, expected)?;
+        let make = |retry| write.invocation(self, guard, retry);
+        let answer = self.write_acked(PUT_RELEASE_OP, &make, &write.key, put_release_status)?;
+        write.answered(guard, answer)
+    }
+
+    /// A put-and-release prepared: the record sealed, its keys, the write's
+    /// id and trail, for each attempt's invocation.
+    pub(crate) fn put_release(
+        &self,
+        guard: &LockGuard,
+        record: &SurfaceAttachment,
+        expected: Option<u64>,
+    ) -> Result<PutRelease, Error> {
         Shared::check_fence(record, guard)?;
         let (generation, envelope) = self.encode(record)?;
-        let key = self.record_key(record.id());
-        let lock_key = self.lock_key(guard.id());
-        let trail = WriteTrail::new(Some(guard))?;
-        let inv = self.put_release_invocation(
-            &key,
-            &lock_key,
+        Ok(PutRelease {
+            id: record.id().to_owned(),
+            key: self.record_key(record.id()),
+            lock_key: self.lock_key(guard.id()),
             expected,
-            (&generation, &envelope),
-            guard.token(),
-            &trail,
-        );
-        let (reply, acked) = self.write_acked(
-            "put and release script",
-            &inv,
-            &key,
-            |r: &PutReleaseReply| (r.0, r.2),
-        )?;
-        guard.disarm();
-        if reply.3 == 1 {
-            wake::released(&lock_key);
-        }
-        Shared::put_outcome(record.id(), expected, &(reply.0, reply.1, reply.2), acked)
+            generation,
+            envelope,
+            trail: WriteTrail::new(Some(guard))?,
+        })
     }
 
     /// Extends the lease of `key` while it holds `token` (retried as every
@@ -693,9 +716,60 @@ pub(crate) fn lock_unconfirmed(key: &str, asked: i64, got: i64) -> Error {
     )
 }
 
-/// A fresh lock token for a lease of `lease_ms`: 16 random bytes, hex,
-/// then `.` and the lease in milliseconds, so a waiter can tell from the
-/// lock alone whether its holder still renews it.
+/// The put-and-release script's name in errors.
+pub(crate) const PUT_RELEASE_OP: &str = "put and release script";
+
+/// The put-and-release reply's status and replicas.
+pub(crate) fn put_release_status(r: &PutReleaseReply) -> (i64, i64) {
+    (r.0, r.2)
+}
+
+/// A put-and-release prepared (see [`Shared::put_release`]).
+pub(crate) struct PutRelease {
+    id: String,
+    pub(crate) key: String,
+    lock_key: String,
+    expected: Option<u64>,
+    generation: String,
+    envelope: Vec<u8>,
+    trail: WriteTrail,
+}
+
+impl PutRelease {
+    /// An attempt's invocation (`retry`: one was sent before it).
+    pub(crate) fn invocation(
+        &self,
+        shared: &Shared,
+        guard: &LockGuard,
+        retry: bool,
+    ) -> redis::ScriptInvocation<'static> {
+        shared.put_release_invocation(
+            &self.key,
+            &self.lock_key,
+            self.expected,
+            (&self.generation, &self.envelope),
+            guard,
+            &self.trail,
+            retry,
+        )
+    }
+
+    /// The write's outcome from the script's answer: the guard disarmed
+    /// (given back, or no longer its lock), this process's waiters woken
+    /// when it was given back.
+    pub(crate) fn answered(
+        &self,
+        guard: &LockGuard,
+        (reply, acked): (PutReleaseReply, Option<(i64, i64)>),
+    ) -> Result<(), Error> {
+        guard.disarm();
+        if reply.3 == 1 {
+            wake::released(&self.lock_key);
+        }
+        Shared::put_outcome(&self.id, self.expected, &(reply.0, reply.1, reply.2), acked)
+    }
+}
+
 /// A write's id and the trail it expects to leave (see the scripts'
 /// `record_fns`): the id is chosen once per write, so the write's retries
 /// carry it and a retry finds its own write applied.
@@ -703,6 +777,12 @@ pub(crate) struct WriteTrail {
     pub(crate) id: String,
     pub(crate) guess: String,
 }
+
+/// How much sooner than its lease a lock counts as possibly lost, by this
+/// process's clock: for the time the taking attempt took to arrive and
+/// for clocks that differ between a primary and a replica promoted in its
+/// place.
+pub(crate) const LEASE_MARGIN: Duration = Duration::from_secs(1);
 
 /// How many write ids a record's trail keeps.
 const TRAIL_LEN: usize = 64;
@@ -729,6 +809,10 @@ impl WriteTrail {
     }
 }
 
+/// A fresh lock token for a lease of `lease_ms`: 16 random bytes, hex,
+/// then `.` and the lease in milliseconds, so a waiter can tell from the
+/// lock alone whether its holder still renews it (a renewal to another
+/// lease adds `~<lease ms>` to the lock's value, see the scripts).
 pub(crate) fn lock_token(lease_ms: u64) -> Result<String, Error> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b)
