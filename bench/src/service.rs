@@ -594,6 +594,29 @@ where
     all
 }
 
+/// `calls` calls of one conversation back to back, each timed until `one`
+/// ends: the samples of those that succeeded, and how many failed (each
+/// failure's code printed after `label`).
+async fn timed<F, Fut>(calls: usize, label: &str, mut one: F) -> (Vec<Duration>, usize)
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Result<(), &'static str>>,
+{
+    let mut samples = Vec::with_capacity(calls);
+    let mut errors = 0;
+    for k in 0..calls {
+        let start = Instant::now();
+        match one(k).await {
+            Ok(()) => samples.push(start.elapsed()),
+            Err(code) => {
+                errors += 1;
+                eprintln!("{label}: {code}");
+            }
+        }
+    }
+    (samples, errors)
+}
+
 /// One window of the managers: every conversation's `calls` calls back to
 /// back, all conversations at once, alternating replicas.
 fn managers_window(
@@ -608,21 +631,19 @@ fn managers_window(
     rt.block_on(every_conversation(ids, concurrency, |i, id| {
         let pair = [pair[0].clone(), pair[1].clone()];
         async move {
-            let mut samples = Vec::with_capacity(calls);
-            let mut errors = 0;
-            for k in 0..calls {
+            timed(calls, "service", |k| {
                 let replica = &pair[if sticky { i % 2 } else { (i + k) % 2 }];
-                let start = Instant::now();
                 let (tool, args) = call_of(write, k);
-                match replica.call(OWNER, &id, tool, args).await {
-                    Ok(_) => samples.push(start.elapsed()),
-                    Err(e) => {
-                        errors += 1;
-                        eprintln!("service: {}", e.code());
-                    }
+                let id = &id;
+                async move {
+                    replica
+                        .call(OWNER, id, tool, args)
+                        .await
+                        .map(drop)
+                        .map_err(|e| e.code())
                 }
-            }
-            (samples, errors)
+            })
+            .await
         }
     }))
 }
@@ -641,25 +662,21 @@ fn store_window(
     rt.block_on(every_conversation(ids, concurrency, |i, id| {
         let pair = [pair[0].clone(), pair[1].clone()];
         async move {
-            let mut samples = Vec::with_capacity(calls);
-            let mut errors = 0;
-            for k in 0..calls {
+            timed(calls, "store", |k| {
                 let store = pair[(i + k) % 2].store();
-                let start = Instant::now();
-                let lease = human_plus_tokio::DEFAULT_LEASE;
-                let wait = human_plus_tokio::DEFAULT_LOCK_WAIT;
-                match store.lock_and_get(&id, lease, wait).await {
-                    Ok((guard, _)) => {
-                        let _ = store.release(&guard).await;
-                        samples.push(start.elapsed());
-                    }
-                    Err(e) => {
-                        errors += 1;
-                        eprintln!("store: {}", e.code());
-                    }
+                let id = &id;
+                async move {
+                    let lease = human_plus_tokio::DEFAULT_LEASE;
+                    let wait = human_plus_tokio::DEFAULT_LOCK_WAIT;
+                    let (guard, _) = store
+                        .lock_and_get(id, lease, wait)
+                        .await
+                        .map_err(|e| e.code())?;
+                    let _ = store.release(&guard).await;
+                    Ok(())
                 }
-            }
-            (samples, errors)
+            })
+            .await
         }
     }))
 }
