@@ -301,43 +301,6 @@ impl Shared {
         }
     }
 
-    /// The put-and-release script's invocation: `record` written as the
-    /// put script does (no fence on the lock), then `guard`'s lock given
-    /// back. `retry`: an attempt was sent before this one, so a write
-    /// found under more writes than the trail keeps may be this one's
-    /// (asked of the script only while `guard`'s lease cannot have run out
-    /// by this process's clock, with [`LEASE_MARGIN`] to spare).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn put_release_invocation(
-        &self,
-        record_key: &str,
-        lock_key: &str,
-        expected: Option<u64>,
-        (generation, envelope): (&str, &[u8]),
-        guard: &LockGuard,
-        trail: &WriteTrail,
-        retry: bool,
-    ) -> redis::ScriptInvocation<'static> {
-        let lost = retry && guard.surely_held_at(Instant::now(), LEASE_MARGIN);
-        let mut inv = scripts::PUT_RELEASE.prepare_invoke();
-        inv.key(record_key)
-            .key(lock_key)
-            .key(Shared::next_key(lock_key))
-            .key(Shared::refused_key(lock_key))
-            .arg(expected.map(|g| g.to_string()).unwrap_or_default())
-            .arg(generation)
-            .arg(envelope)
-            .arg(self.ttl_ms)
-            .arg(self.count_replicas())
-            .arg(&trail.id)
-            .arg(&trail.guess)
-            .arg(guard.token())
-            .arg(self.line_ms)
-            .arg(if lost { "1" } else { "0" })
-            .arg(millis(self.failover_wait.max(Duration::from_secs(5)) * 2));
-        inv
-    }
-
     pub(crate) fn backoff(&self, seed: &str) -> Backoff {
         Backoff::new(self.retry_min, self.retry_max, seed)
     }
@@ -736,22 +699,36 @@ pub(crate) struct PutRelease {
 }
 
 impl PutRelease {
-    /// An attempt's invocation (`retry`: one was sent before it).
+    /// An attempt's invocation: the record written as the put script does
+    /// (no fence on the lock), then `guard`'s lock given back. `retry`: an
+    /// attempt was sent before this one, so a write found under more
+    /// writes than the trail keeps may be this one's (asked of the script
+    /// only while `guard`'s lease cannot have run out by this process's
+    /// clock, with [`LEASE_MARGIN`] to spare).
     pub(crate) fn invocation(
         &self,
         shared: &Shared,
         guard: &LockGuard,
         retry: bool,
     ) -> redis::ScriptInvocation<'static> {
-        shared.put_release_invocation(
-            &self.key,
-            &self.lock_key,
-            self.expected,
-            (&self.generation, &self.envelope),
-            guard,
-            &self.trail,
-            retry,
-        )
+        let lost = retry && guard.surely_held_at(Instant::now(), LEASE_MARGIN);
+        let mut inv = scripts::PUT_RELEASE.prepare_invoke();
+        inv.key(&self.key)
+            .key(&self.lock_key)
+            .key(Shared::next_key(&self.lock_key))
+            .key(Shared::refused_key(&self.lock_key))
+            .arg(self.expected.map(|g| g.to_string()).unwrap_or_default())
+            .arg(&self.generation)
+            .arg(&self.envelope)
+            .arg(shared.ttl_ms)
+            .arg(shared.count_replicas())
+            .arg(&self.trail.id)
+            .arg(&self.trail.guess)
+            .arg(guard.token())
+            .arg(shared.line_ms)
+            .arg(if lost { "1" } else { "0" })
+            .arg(millis(shared.failover_wait.max(Duration::from_secs(5)) * 2));
+        inv
     }
 
     /// The write's outcome from the script's answer: the guard disarmed
